@@ -1,0 +1,100 @@
+package io.github.djlamp.amp.spi;
+
+import ai.djl.Device;
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import io.github.djlamp.amp.policy.Precision;
+
+/**
+ * The engine-specific operations mixed precision needs and DJL's public API lacks.
+ *
+ * <p>Implementations are registered in {@code
+ * META-INF/services/io.github.djlamp.amp.spi.AmpBackend} and found by {@link
+ * AmpBackends#forManager(NDManager)}. The PyTorch implementation lives in the {@code
+ * amp-djl-engine} module.
+ */
+public interface AmpBackend {
+
+    /**
+     * Returns the DJL engine this backend serves, as {@link ai.djl.engine.Engine#getEngineName()}
+     * reports it.
+     *
+     * @return the engine name, e.g. {@code PyTorch}
+     */
+    String getEngineName();
+
+    /**
+     * Casts a floating-point array to another precision, on its own device, recorded by autograd so
+     * that gradients flow back to the source in the source's precision.
+     *
+     * <p>The result belongs to {@code resultManager}: close that manager (or the result) to free
+     * it. When the array already has the target precision a new handle to the same data is
+     * returned.
+     *
+     * @param array an FP32, FP16 or BF16 array
+     * @param target the precision to cast to
+     * @param resultManager the manager that owns the result
+     * @return the cast array
+     * @throws io.github.djlamp.amp.AmpException if {@code array} is not floating point
+     */
+    NDArray cast(NDArray array, Precision target, NDManager resultManager);
+
+    /**
+     * Returns the precision of an array, knowing bfloat16 where DJL reports {@code UNKNOWN}.
+     *
+     * @param array an array
+     * @return its precision, or null when it is not FP32, FP16 or BF16
+     */
+    Precision precisionOf(NDArray array);
+
+    /**
+     * PyTorch's fused {@code _amp_foreach_non_finite_check_and_unscale_}: multiplies every array by
+     * {@code invScale} in place, and sets {@code foundInf} to 1 if any element of any array is
+     * +Inf, -Inf or NaN. Nothing is read back to the host.
+     *
+     * @param gradients the arrays to unscale in place, all on the device of {@code foundInf}
+     * @param foundInf a one-element FP32 array, left as it is when every value is finite
+     * @param invScale a one-element FP32 array holding 1/scale
+     */
+    void unscaleAndCheck(NDList gradients, NDArray foundInf, NDArray invScale);
+
+    /**
+     * PyTorch's {@code _amp_update_scale_}, GradScaler's scale update, in place on the device: on
+     * {@code foundInf != 0} the scale is multiplied by {@code backoffFactor} and the tracker reset
+     * to 0; otherwise the tracker counts up and, when it reaches {@code growthInterval}, the scale
+     * is multiplied by {@code growthFactor} (if the result is finite) and the tracker reset.
+     *
+     * @param scale a one-element FP32 array holding the scale
+     * @param growthTracker a one-element INT32 array counting clean steps
+     * @param foundInf a one-element FP32 array, non-zero when the step overflowed
+     * @param growthFactor the factor applied on growth
+     * @param backoffFactor the factor applied on overflow
+     * @param growthInterval clean steps between growths
+     */
+    void updateScale(
+            NDArray scale,
+            NDArray growthTracker,
+            NDArray foundInf,
+            double growthFactor,
+            double backoffFactor,
+            int growthInterval);
+
+    /**
+     * Returns what a device can compute usefully in reduced precision.
+     *
+     * @param device the device
+     * @return its capabilities and the recommended precision with the reason
+     */
+    DeviceCapabilities capabilities(Device device);
+
+    /**
+     * Throws when handing {@code array} to the DJL operation {@code operation} would terminate the
+     * JVM (bf16 arrays in DJL's PyTorch engine); does nothing otherwise.
+     *
+     * @param array the array about to be passed to DJL
+     * @param operation what is about to happen, for the message (e.g. {@code "backward"})
+     * @throws io.github.djlamp.amp.AmpException naming the operation and what to do instead
+     */
+    void requireDjlSafe(NDArray array, String operation);
+}

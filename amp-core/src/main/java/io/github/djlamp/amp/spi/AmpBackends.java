@@ -1,0 +1,56 @@
+package io.github.djlamp.amp.spi;
+
+import ai.djl.ndarray.NDManager;
+import io.github.djlamp.amp.AmpException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.ServiceLoader;
+import java.util.concurrent.ConcurrentHashMap;
+
+/** Finds the {@link AmpBackend} for a DJL engine through {@link ServiceLoader}. */
+public final class AmpBackends {
+
+    private static final Map<String, AmpBackend> CACHE = new ConcurrentHashMap<>();
+
+    private AmpBackends() {}
+
+    /**
+     * Returns the backend for the engine that owns {@code manager}.
+     *
+     * @param manager a manager of the engine to serve
+     * @return the backend
+     * @throws AmpException naming the dependency to add when no backend serves that engine
+     */
+    public static AmpBackend forManager(NDManager manager) {
+        return forEngine(manager.getEngine().getEngineName());
+    }
+
+    /**
+     * Returns the backend for a DJL engine by name.
+     *
+     * @param engineName the engine name, e.g. {@code PyTorch}
+     * @return the backend, one instance per engine for the life of the JVM
+     * @throws AmpException naming the dependency to add when no backend serves that engine
+     */
+    public static AmpBackend forEngine(String engineName) {
+        return CACHE.computeIfAbsent(engineName, AmpBackends::load);
+    }
+
+    private static AmpBackend load(String engineName) {
+        List<String> found = new ArrayList<>();
+        for (AmpBackend backend : ServiceLoader.load(AmpBackend.class)) {
+            if (backend.getEngineName().equals(engineName)) {
+                return backend;
+            }
+            found.add(backend.getEngineName());
+        }
+        throw new AmpException(
+                "No djl-amp backend for the DJL engine '"
+                        + engineName
+                        + "' is on the classpath (found: "
+                        + (found.isEmpty() ? "none" : String.join(", ", found))
+                        + "). Add the dependency io.github.djlamp:amp-djl-engine and use DJL's"
+                        + " PyTorch engine (ai.djl.pytorch:pytorch-engine).");
+    }
+}

@@ -1,0 +1,131 @@
+package io.github.djlamp.amp.pytorch;
+
+import ai.djl.Device;
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import ai.djl.pytorch.engine.PtNDArray;
+import ai.djl.pytorch.engine.PtNDManager;
+import ai.djl.pytorch.engine.PtSymbolBlock;
+import ai.djl.pytorch.jni.IValue;
+import ai.djl.pytorch.jni.IValueUtils;
+import ai.djl.pytorch.jni.JniUtils;
+import io.github.djlamp.amp.AmpException;
+import io.github.djlamp.amp.policy.Precision;
+import java.io.ByteArrayInputStream;
+import java.io.IOException;
+
+/**
+ * The loaded kernel module: typed Java calls onto the methods of {@link AmpKernelScript}.
+ *
+ * <p>Casts run through DJL's {@code IValueUtils.forward} with a method-name marker, which keeps
+ * autograd recording; the other methods run through {@code IValueUtils.runMethod}, which runs under
+ * inference mode (the kernels work in place and need no gradients).
+ */
+final class AmpKernels {
+
+    private static final String METHOD_MARKER = "module_method:";
+
+    private final NDManager manager;
+    private final PtSymbolBlock module;
+    private final NDArray toFp32;
+    private final NDArray toFp16;
+    private final NDArray toBf16;
+
+    private AmpKernels(NDManager manager, PtSymbolBlock module) {
+        this.manager = manager;
+        this.module = module;
+        toFp32 = marker("to_fp32");
+        toFp16 = marker("to_fp16");
+        toBf16 = marker("to_bf16");
+    }
+
+    /**
+     * Generates the archive and loads it into the PyTorch engine.
+     *
+     * @return the loaded kernels, owning a base manager that lives as long as they do
+     */
+    static AmpKernels load() {
+        NDManager manager = NDManager.newBaseManager(Device.cpu(), "PyTorch");
+        byte[] archive =
+                TorchScriptArchive.build(AmpKernelScript.CLASS_NAME, AmpKernelScript.SOURCE);
+        try {
+            PtSymbolBlock module =
+                    JniUtils.loadModule(
+                            (PtNDManager) manager, new ByteArrayInputStream(archive), true, false);
+            return new AmpKernels(manager, module);
+        } catch (IOException | RuntimeException e) {
+            manager.close();
+            throw new AmpException(
+                    "Could not load djl-amp's TorchScript kernels into DJL's PyTorch engine; "
+                            + "check that ai.djl.pytorch:pytorch-engine matches the PyTorch natives "
+                            + "(DJL 0.35.1 with PyTorch 2.7.1)",
+                    e);
+        }
+    }
+
+    private NDArray marker(String method) {
+        NDArray marker = manager.create(0f);
+        marker.setName(METHOD_MARKER + method);
+        return marker;
+    }
+
+    NDArray cast(PtNDArray array, Precision target) {
+        NDArray marker;
+        switch (target) {
+            case FP16:
+                marker = toFp16;
+                break;
+            case BF16:
+                marker = toBf16;
+                break;
+            default:
+                marker = toFp32;
+                break;
+        }
+        return IValueUtils.forward(module, new NDList(array, marker), true).singletonOrThrow();
+    }
+
+    int dtypeCode(PtNDArray array) {
+        try (IValue in = IValue.from(array);
+                IValue out = IValueUtils.runMethod(module, "dtype_code", in)) {
+            return (int) out.toLong();
+        }
+    }
+
+    void unscale(PtNDArray[] gradients, PtNDArray foundInf, PtNDArray invScale) {
+        try (IValue grads = IValue.listFrom(gradients);
+                IValue found = IValue.from(foundInf);
+                IValue inv = IValue.from(invScale);
+                IValue out = IValueUtils.runMethod(module, "unscale_", grads, found, inv)) {
+            // The kernel works in place; its result is None.
+        }
+    }
+
+    void updateScale(
+            PtNDArray scale,
+            PtNDArray growthTracker,
+            PtNDArray foundInf,
+            double growthFactor,
+            double backoffFactor,
+            int growthInterval) {
+        try (IValue s = IValue.from(scale);
+                IValue tracker = IValue.from(growthTracker);
+                IValue found = IValue.from(foundInf);
+                IValue growth = IValue.from(growthFactor);
+                IValue backoff = IValue.from(backoffFactor);
+                IValue interval = IValue.from((long) growthInterval);
+                IValue out =
+                        IValueUtils.runMethod(
+                                module,
+                                "update_scale_",
+                                s,
+                                tracker,
+                                found,
+                                growth,
+                                backoff,
+                                interval)) {
+            // The kernel updates scale and growthTracker in place and returns scale.
+        }
+    }
+}

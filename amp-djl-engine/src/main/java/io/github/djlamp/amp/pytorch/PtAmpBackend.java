@@ -1,0 +1,171 @@
+package io.github.djlamp.amp.pytorch;
+
+import ai.djl.Device;
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.DataType;
+import ai.djl.pytorch.engine.PtNDArray;
+import io.github.djlamp.amp.AmpException;
+import io.github.djlamp.amp.policy.Precision;
+import io.github.djlamp.amp.spi.AmpBackend;
+import io.github.djlamp.amp.spi.DeviceCapabilities;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+
+/**
+ * The {@link AmpBackend} for DJL's PyTorch engine, registered through {@link
+ * java.util.ServiceLoader}.
+ */
+public final class PtAmpBackend implements AmpBackend {
+
+    private final Map<Device, DeviceCapabilities> capabilities = new ConcurrentHashMap<>();
+    private volatile AmpKernels kernels;
+
+    /** Creates the backend; the kernels load on first use. */
+    public PtAmpBackend() {}
+
+    /** {@inheritDoc} */
+    @Override
+    public String getEngineName() {
+        return "PyTorch";
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public NDArray cast(NDArray array, Precision target, NDManager resultManager) {
+        PtNDArray pt = requirePyTorch(array);
+        if (precisionOf(pt) == null) {
+            throw new AmpException(
+                    "Cannot cast array '"
+                            + describe(array)
+                            + "' of type "
+                            + array.getDataType()
+                            + " to "
+                            + target.canonicalName()
+                            + ": mixed precision casts floating-point arrays only (fp32, fp16,"
+                            + " bf16)");
+        }
+        NDArray result = kernels().cast(pt, target);
+        result.attach(resultManager);
+        return result;
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public Precision precisionOf(NDArray array) {
+        DataType type = array.getDataType();
+        if (type != DataType.UNKNOWN) {
+            return type == DataType.BFLOAT16 ? null : Precision.fromDataType(type);
+        }
+        return kernels().dtypeCode(requirePyTorch(array)) == AmpKernelScript.BFLOAT16
+                ? Precision.BF16
+                : null;
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public void unscaleAndCheck(NDList gradients, NDArray foundInf, NDArray invScale) {
+        if (gradients.isEmpty()) {
+            return;
+        }
+        PtNDArray[] grads = new PtNDArray[gradients.size()];
+        for (int i = 0; i < grads.length; i++) {
+            grads[i] = requirePyTorch(gradients.get(i));
+        }
+        kernels()
+                .unscale(
+                        grads,
+                        requireScalarFp32(foundInf, "foundInf"),
+                        requireScalarFp32(invScale, "invScale"));
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public void updateScale(
+            NDArray scale,
+            NDArray growthTracker,
+            NDArray foundInf,
+            double growthFactor,
+            double backoffFactor,
+            int growthInterval) {
+        if (growthTracker.getDataType() != DataType.INT32 || growthTracker.size() != 1) {
+            throw new AmpException(
+                    "growthTracker must be a one-element INT32 array, got "
+                            + growthTracker.getDataType()
+                            + " "
+                            + growthTracker.getShape());
+        }
+        kernels()
+                .updateScale(
+                        requireScalarFp32(scale, "scale"),
+                        requirePyTorch(growthTracker),
+                        requireScalarFp32(foundInf, "foundInf"),
+                        growthFactor,
+                        backoffFactor,
+                        growthInterval);
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public DeviceCapabilities capabilities(Device device) {
+        return capabilities.computeIfAbsent(device, HardwareCapabilities::of);
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public void requireDjlSafe(NDArray array, String operation) {
+        if (precisionOf(array) == Precision.BF16) {
+            throw new AmpException(
+                    "Refusing to pass the bfloat16 array '"
+                            + describe(array)
+                            + "' to DJL's "
+                            + operation
+                            + ": DJL's PyTorch engine cannot express bfloat16 and terminates the"
+                            + " JVM there. Cast it to fp32 first (AmpBackend.cast(array,"
+                            + " Precision.FP32, manager)), or keep the block that produced it in"
+                            + " fp32 through the precision policy.");
+        }
+    }
+
+    private AmpKernels kernels() {
+        AmpKernels loaded = kernels;
+        if (loaded == null) {
+            synchronized (this) {
+                loaded = kernels;
+                if (loaded == null) {
+                    loaded = AmpKernels.load();
+                    kernels = loaded;
+                }
+            }
+        }
+        return loaded;
+    }
+
+    private static PtNDArray requirePyTorch(NDArray array) {
+        if (array instanceof PtNDArray) {
+            return (PtNDArray) array;
+        }
+        throw new AmpException(
+                "djl-amp's PyTorch backend got an array of the engine '"
+                        + array.getManager().getEngine().getEngineName()
+                        + "'; create it with a PyTorch NDManager");
+    }
+
+    private static PtNDArray requireScalarFp32(NDArray array, String what) {
+        if (array.getDataType() != DataType.FLOAT32 || array.size() != 1) {
+            throw new AmpException(
+                    what
+                            + " must be a one-element FLOAT32 array, got "
+                            + array.getDataType()
+                            + " "
+                            + array.getShape());
+        }
+        return requirePyTorch(array);
+    }
+
+    private static String describe(NDArray array) {
+        String name = array.getName();
+        return (name == null ? "unnamed" : name) + "' shape '" + array.getShape();
+    }
+}
