@@ -60,6 +60,15 @@ public interface AmpBackend {
     void unscaleAndCheck(NDList gradients, NDArray foundInf, NDArray invScale);
 
     /**
+     * Sets every element of every array to zero in place, NaN and Inf included ({@code
+     * torch._foreach_zero_}); used to clear the gradients of a skipped step, which DJL never zeroes
+     * outside its optimizers' native updates.
+     *
+     * @param arrays the arrays to clear
+     */
+    void zero(NDList arrays);
+
+    /**
      * PyTorch's {@code _amp_update_scale_}, GradScaler's scale update, in place on the device: on
      * {@code foundInf != 0} the scale is multiplied by {@code backoffFactor} and the tracker reset
      * to 0; otherwise the tracker counts up and, when it reaches {@code growthInterval}, the scale

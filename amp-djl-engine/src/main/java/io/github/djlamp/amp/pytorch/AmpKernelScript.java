@@ -45,6 +45,9 @@ final class AmpKernelScript {
                     "    torch._amp_foreach_non_finite_check_and_unscale_(grads, found_inf,"
                             + " inv_scale)",
                     "    return None",
+                    "  def zero_(self: __torch__." + CLASS_NAME + ", grads: List[Tensor]) -> None:",
+                    "    torch._foreach_zero_(grads)",
+                    "    return None",
                     "  def update_scale_(self: __torch__."
                             + CLASS_NAME
                             + ", scale: Tensor,"

@@ -102,6 +102,13 @@ final class AmpKernels {
         }
     }
 
+    void zero(PtNDArray[] arrays) {
+        try (IValue list = IValue.listFrom(arrays);
+                IValue out = IValueUtils.runMethod(module, "zero_", list)) {
+            // In place; the result is None.
+        }
+    }
+
     void updateScale(
             PtNDArray scale,
             PtNDArray growthTracker,

@@ -69,15 +69,19 @@ public final class PtAmpBackend implements AmpBackend {
         if (gradients.isEmpty()) {
             return;
         }
-        PtNDArray[] grads = new PtNDArray[gradients.size()];
-        for (int i = 0; i < grads.length; i++) {
-            grads[i] = requirePyTorch(gradients.get(i));
-        }
         kernels()
                 .unscale(
-                        grads,
+                        requirePyTorch(gradients),
                         requireScalarFp32(foundInf, "foundInf"),
                         requireScalarFp32(invScale, "invScale"));
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public void zero(NDList arrays) {
+        if (!arrays.isEmpty()) {
+            kernels().zero(requirePyTorch(arrays));
+        }
     }
 
     /** {@inheritDoc} */
@@ -150,6 +154,14 @@ public final class PtAmpBackend implements AmpBackend {
                 "djl-amp's PyTorch backend got an array of the engine '"
                         + array.getManager().getEngine().getEngineName()
                         + "'; create it with a PyTorch NDManager");
+    }
+
+    private static PtNDArray[] requirePyTorch(NDList arrays) {
+        PtNDArray[] result = new PtNDArray[arrays.size()];
+        for (int i = 0; i < result.length; i++) {
+            result[i] = requirePyTorch(arrays.get(i));
+        }
+        return result;
     }
 
     private static PtNDArray requireScalarFp32(NDArray array, String what) {
