@@ -1,0 +1,85 @@
+package io.github.djlamp.amp;
+
+import ai.djl.nn.Block;
+import ai.djl.training.TrainingConfig;
+import io.github.djlamp.amp.cast.MixedPrecisionBlock;
+import io.github.djlamp.amp.policy.PrecisionPolicy;
+import io.github.djlamp.amp.scale.LossScaling;
+import io.github.djlamp.amp.train.AmpSession;
+import io.github.djlamp.amp.train.AmpTrainingConfig;
+
+/**
+ * The front door: mixed precision for an existing DJL training program in two lines.
+ *
+ * <pre>{@code
+ * model.setBlock(Amp.wrap(block, "auto"));                        // line 1
+ * TrainingConfig config = Amp.configure(userConfig, model.getBlock()); // line 2
+ * }</pre>
+ *
+ * <p>"auto" picks bf16 on GPUs of compute capability 8.0 and later and on CPUs with AVX512-BF16 or
+ * AMX, fp16 with dynamic loss scaling on Volta and Turing GPUs, and fp32 elsewhere.
+ */
+public final class Amp {
+
+    private Amp() {}
+
+    /**
+     * Wraps a block to compute in mixed precision under a named policy.
+     *
+     * @param block the user's block
+     * @param policyName {@code auto}, {@code mixed_bfloat16}, {@code mixed_float16} or {@code
+     *     float32} (or a policy string with overrides, see {@link PrecisionPolicy#parse})
+     * @return the wrapped block
+     * @throws IllegalArgumentException when the policy name is unknown or an override names no
+     *     block
+     */
+    public static MixedPrecisionBlock wrap(Block block, String policyName) {
+        return wrap(block, PrecisionPolicy.parse(policyName));
+    }
+
+    /**
+     * Wraps a block to compute in mixed precision.
+     *
+     * @param block the user's block
+     * @param policy the precision policy
+     * @return the wrapped block
+     * @throws IllegalArgumentException when an override of the policy names no block
+     */
+    public static MixedPrecisionBlock wrap(Block block, PrecisionPolicy policy) {
+        return new MixedPrecisionBlock(block, policy);
+    }
+
+    /**
+     * Adds mixed precision to a training configuration, with the precision's default loss scaling
+     * (dynamic for fp16, none for bf16).
+     *
+     * @param config the user's training configuration
+     * @param wrappedBlock the block returned by {@link #wrap}, set on the model
+     * @return the configuration to create the trainer from
+     */
+    public static AmpTrainingConfig configure(TrainingConfig config, Block wrappedBlock) {
+        return configure(config, wrappedBlock, null);
+    }
+
+    /**
+     * Adds mixed precision to a training configuration with explicit loss scaling.
+     *
+     * @param config the user's training configuration
+     * @param wrappedBlock the block returned by {@link #wrap}, set on the model
+     * @param scaling the loss scaling, or null for the precision's default
+     * @return the configuration to create the trainer from
+     * @throws AmpException when {@code wrappedBlock} is not a {@link MixedPrecisionBlock}
+     */
+    public static AmpTrainingConfig configure(
+            TrainingConfig config, Block wrappedBlock, LossScaling scaling) {
+        if (!(wrappedBlock instanceof MixedPrecisionBlock)) {
+            throw new AmpException(
+                    "Amp.configure needs the block returned by Amp.wrap(...), set on the model;"
+                            + " got "
+                            + (wrappedBlock == null ? "null" : wrappedBlock.getClass().getName())
+                            + ". Call model.setBlock(Amp.wrap(block, \"auto\")) first.");
+        }
+        return new AmpTrainingConfig(
+                config, new AmpSession((MixedPrecisionBlock) wrappedBlock, scaling));
+    }
+}

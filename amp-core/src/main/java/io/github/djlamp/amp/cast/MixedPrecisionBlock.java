@@ -1,0 +1,301 @@
+package io.github.djlamp.amp.cast;
+
+import ai.djl.Device;
+import ai.djl.MalformedModelException;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.DataType;
+import ai.djl.ndarray.types.Shape;
+import ai.djl.nn.Block;
+import ai.djl.nn.BlockList;
+import ai.djl.nn.Parameter;
+import ai.djl.nn.ParameterList;
+import ai.djl.training.ParameterStore;
+import ai.djl.training.initializer.Initializer;
+import ai.djl.util.PairList;
+import io.github.djlamp.amp.policy.Precision;
+import io.github.djlamp.amp.policy.PrecisionPolicy;
+import io.github.djlamp.amp.spi.AmpBackend;
+import io.github.djlamp.amp.spi.AmpBackends;
+import java.io.DataInputStream;
+import java.io.DataOutputStream;
+import java.io.IOException;
+import java.util.Map;
+import java.util.Objects;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.Predicate;
+
+/**
+ * A block that computes in 16 bits while its parameters stay fp32 masters.
+ *
+ * <p>It is the wrapped block in every respect but forward: the same parameters with the same
+ * names, the same initialization, the same saved parameter file. Forward runs a shadow of the block
+ * tree in which each leaf computes in the precision the {@link PrecisionPolicy} gives it; each
+ * WEIGHT and BIAS of a low-precision leaf is cast once per step per device; activations stay 16-bit
+ * between 16-bit leaves; and every floating output is cast back to fp32, so the loss is computed in
+ * fp32.
+ *
+ * <pre>{@code
+ * model.setBlock(new MixedPrecisionBlock(block, PrecisionPolicy.named("mixed_bfloat16")));
+ * }</pre>
+ */
+public final class MixedPrecisionBlock implements Block {
+
+    private final Block original;
+    private final PrecisionPolicy policy;
+    private final Map<Device, Resolved> resolved = new ConcurrentHashMap<>();
+    private volatile AmpBackend backend;
+    private volatile WeightCastCache cache;
+    private volatile ParameterStore trainingStore;
+
+    /**
+     * Wraps a block.
+     *
+     * @param original the block to run in mixed precision; it keeps working on its own too
+     * @param policy what computes in which precision; "auto" is resolved per device on first use
+     * @throws IllegalArgumentException when an override of the policy names no block in the tree
+     */
+    public MixedPrecisionBlock(Block original, PrecisionPolicy policy) {
+        this.original = Objects.requireNonNull(original, "original");
+        this.policy = Objects.requireNonNull(policy, "policy");
+        if (original instanceof MixedPrecisionBlock) {
+            throw new IllegalArgumentException(
+                    "The block is already a MixedPrecisionBlock; wrap the original block once");
+        }
+        policy.validateAgainst(original);
+    }
+
+    /**
+     * Returns the wrapped block.
+     *
+     * @return the original block
+     */
+    public Block getOriginal() {
+        return original;
+    }
+
+    /**
+     * Returns the policy as configured ("auto" stays "auto").
+     *
+     * @return the policy
+     */
+    public PrecisionPolicy getPolicy() {
+        return policy;
+    }
+
+    /**
+     * Returns the concrete policy used on a device: "auto" resolved through the engine layer's
+     * capabilities, any other policy as it is.
+     *
+     * @param device the device
+     * @param manager a manager of the engine, to find the engine layer
+     * @return the concrete policy
+     */
+    public PrecisionPolicy resolvePolicy(Device device, NDManager manager) {
+        return resolved(device, manager).policy;
+    }
+
+    /**
+     * Returns the cast cache, or null before the first forward.
+     *
+     * @return the weight cast cache
+     */
+    public WeightCastCache getCastCache() {
+        return cache;
+    }
+
+    /**
+     * Returns the parameter store of the last training forward: the trainer's own, through which
+     * every device's copy of every parameter (and its gradient) is reached.
+     *
+     * @return the store, or null before the first training forward
+     */
+    public ParameterStore getTrainingStore() {
+        return trainingStore;
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public NDList forward(
+            ParameterStore parameterStore,
+            NDList inputs,
+            boolean training,
+            PairList<String, Object> params) {
+        if (!original.isInitialized()) {
+            original.initialize(parameterStore.getManager(), DataType.FLOAT32, inputs.getShapes());
+        }
+        if (training) {
+            trainingStore = parameterStore;
+        }
+        NDManager stepManager = inputs.head().getManager();
+        Resolved r = resolved(inputs.head().getDevice(), stepManager);
+        Precision compute = r.policy.getComputePrecision();
+        if (compute == Precision.FP32) {
+            return original.forward(parameterStore, inputs, training, params);
+        }
+        CastingParameterStore casting =
+                new CastingParameterStore(parameterStore, backend, cache, compute, stepManager);
+        NDList outputs = r.shadow.forward(casting, inputs, training, params);
+        return casting.castFloating(outputs, Precision.FP32);
+    }
+
+    private Resolved resolved(Device device, NDManager manager) {
+        Resolved r = resolved.get(device);
+        if (r != null) {
+            return r;
+        }
+        if (backend == null) {
+            synchronized (this) {
+                if (backend == null) {
+                    AmpBackend found = AmpBackends.forManager(manager);
+                    cache = new WeightCastCache(found);
+                    backend = found;
+                }
+            }
+        }
+        return resolved.computeIfAbsent(
+                device,
+                d -> {
+                    PrecisionPolicy concrete =
+                            policy.isAuto() ? policy.resolveAuto(backend.capabilities(d)) : policy;
+                    return new Resolved(concrete, ShadowTree.build(original, concrete));
+                });
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public void setInitializer(Initializer initializer, Parameter.Type type) {
+        original.setInitializer(initializer, type);
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public void setInitializer(Initializer initializer, String paramName) {
+        original.setInitializer(initializer, paramName);
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public void setInitializer(Initializer initializer, Predicate<Parameter> predicate) {
+        original.setInitializer(initializer, predicate);
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public void initialize(NDManager manager, DataType dataType, Shape... inputShapes) {
+        original.initialize(manager, dataType, inputShapes);
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public boolean isInitialized() {
+        return original.isInitialized();
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public void cast(DataType dataType) {
+        original.cast(dataType);
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public void clear() {
+        original.clear();
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public PairList<String, Shape> describeInput() {
+        return original.describeInput();
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public BlockList getChildren() {
+        return original.getChildren();
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public ParameterList getDirectParameters() {
+        return original.getDirectParameters();
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public ParameterList getParameters() {
+        return original.getParameters();
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public Shape[] getOutputShapes(Shape[] inputShapes) {
+        return original.getOutputShapes(inputShapes);
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public Shape[] getOutputShapes(Shape[] inputShapes, DataType[] inputDataTypes) {
+        return original.getOutputShapes(inputShapes, inputDataTypes);
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public Shape[] getInputShapes() {
+        return original.getInputShapes();
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public DataType[] getOutputDataTypes() {
+        return original.getOutputDataTypes();
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public void saveParameters(DataOutputStream os) throws IOException {
+        original.saveParameters(os);
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public void loadParameters(NDManager manager, DataInputStream is)
+            throws IOException, MalformedModelException {
+        original.loadParameters(manager, is);
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public void freezeParameters(boolean freeze) {
+        original.freezeParameters(freeze);
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public void freezeParameters(boolean freeze, Predicate<Parameter> pred) {
+        original.freezeParameters(freeze, pred);
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public Map<String, String> getCustomMetadata() {
+        return original.getCustomMetadata();
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public String toString() {
+        return "MixedPrecisionBlock[" + policy + "](" + original + ")";
+    }
+
+    private static final class Resolved {
+        final PrecisionPolicy policy;
+        final Block shadow;
+
+        Resolved(PrecisionPolicy policy, Block shadow) {
+            this.policy = policy;
+            this.shadow = shadow;
+        }
+    }
+}

@@ -1,0 +1,97 @@
+package io.github.djlamp.amp.cast;
+
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.DataType;
+import ai.djl.ndarray.types.Shape;
+import ai.djl.nn.Block;
+import ai.djl.nn.ParallelBlock;
+import ai.djl.nn.SequentialBlock;
+import ai.djl.util.Pair;
+import io.github.djlamp.amp.AmpException;
+import io.github.djlamp.amp.policy.BlockPaths;
+import io.github.djlamp.amp.policy.CastCategory;
+import io.github.djlamp.amp.policy.PrecisionPolicy;
+import java.lang.reflect.Field;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.function.Function;
+
+/**
+ * Builds the shadow of a block tree: the same leaves, each inside a {@link PrecisionStage}, under
+ * copies of DJL's containers. The shadow shares every block and parameter with the original and
+ * is only ever used for forward.
+ */
+final class ShadowTree {
+
+    private ShadowTree() {}
+
+    static Block build(Block root, PrecisionPolicy policy) {
+        return shadowOf(root, "", policy);
+    }
+
+    private static Block shadowOf(Block block, String path, PrecisionPolicy policy) {
+        CastCategory category = policy.categoryOf(block, path);
+        if (category != CastCategory.CONTAINER) {
+            return new PrecisionStage(block, category, path);
+        }
+        List<Block> children = new ArrayList<>();
+        for (Pair<String, Block> child : block.getChildren()) {
+            children.add(shadowOf(child.getValue(), BlockPaths.child(path, child.getKey()), policy));
+        }
+        if (block instanceof SequentialBlock) {
+            return new Sequential().addAll(children);
+        }
+        if (block instanceof ParallelBlock) {
+            return new Parallel(joinOf((ParallelBlock) block), children);
+        }
+        throw new AmpException(
+                "The policy treats '"
+                        + path
+                        + "' ("
+                        + block.getClass().getName()
+                        + ") as a container, but djl-amp can only descend into SequentialBlock and"
+                        + " ParallelBlock; override it as fp32, low or pass_through instead");
+    }
+
+    @SuppressWarnings("unchecked")
+    private static Function<List<NDList>, NDList> joinOf(ParallelBlock block) {
+        try {
+            Field field = ParallelBlock.class.getDeclaredField("function");
+            field.setAccessible(true);
+            return (Function<List<NDList>, NDList>) field.get(block);
+        } catch (ReflectiveOperationException | RuntimeException e) {
+            throw new AmpException(
+                    "Cannot read the join function of a ParallelBlock (DJL "
+                            + "0.35.1 keeps it in the private field 'function'); with another DJL"
+                            + " version, override ParallelBlocks as fp32 in the precision policy",
+                    e);
+        }
+    }
+
+    /** A shadow SequentialBlock: initialized through the original, never by itself. */
+    private static final class Sequential extends SequentialBlock {
+        @Override
+        public boolean isInitialized() {
+            return true;
+        }
+
+        @Override
+        public void initialize(NDManager manager, DataType dataType, Shape... inputShapes) {}
+    }
+
+    /** A shadow ParallelBlock with the original's join function. */
+    private static final class Parallel extends ParallelBlock {
+        Parallel(Function<List<NDList>, NDList> join, List<Block> children) {
+            super(join, children);
+        }
+
+        @Override
+        public boolean isInitialized() {
+            return true;
+        }
+
+        @Override
+        public void initialize(NDManager manager, DataType dataType, Shape... inputShapes) {}
+    }
+}

@@ -1,0 +1,109 @@
+package io.github.djlamp.amp.cast;
+
+import ai.djl.Device;
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDManager;
+import ai.djl.nn.Parameter;
+import io.github.djlamp.amp.policy.Precision;
+import io.github.djlamp.amp.spi.AmpBackend;
+import java.util.Map;
+import java.util.Objects;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * Each weight cast once per step per device: a cast is reused while it is alive on the step's
+ * manager and its master has not been updated since.
+ *
+ * <p>Casts are owned by the step's manager (the batch's, in {@code EasyTrain}), so they are freed
+ * when the step ends; the cache only remembers them until then, and forgets a parameter's casts
+ * when the optimizer updates it.
+ */
+public final class WeightCastCache {
+
+    private final AmpBackend backend;
+    private final Map<Key, NDArray> entries = new ConcurrentHashMap<>();
+    private final AtomicLong castsMade = new AtomicLong();
+
+    /**
+     * Creates an empty cache.
+     *
+     * @param backend the engine layer that casts
+     */
+    public WeightCastCache(AmpBackend backend) {
+        this.backend = backend;
+    }
+
+    /**
+     * Returns {@code master} in {@code target} precision, cast now or earlier in this step.
+     *
+     * @param parameter the parameter {@code master} is a device copy of
+     * @param master the fp32 master on its device
+     * @param target the precision to compute in
+     * @param stepManager the manager that owns this step's arrays
+     * @return the cast, owned by {@code stepManager}
+     */
+    public NDArray get(
+            Parameter parameter, NDArray master, Precision target, NDManager stepManager) {
+        Key key = new Key(parameter.getId(), master.getDevice(), target);
+        NDArray cached = entries.get(key);
+        if (cached != null && !cached.isReleased() && cached.getManager() == stepManager) {
+            return cached;
+        }
+        NDArray cast = backend.cast(master, target, stepManager);
+        castsMade.incrementAndGet();
+        entries.put(key, cast);
+        return cast;
+    }
+
+    /**
+     * Forgets the casts of one parameter: its master has changed.
+     *
+     * @param parameterId the parameter's id
+     */
+    public void invalidate(String parameterId) {
+        entries.keySet().removeIf(k -> k.parameterId.equals(parameterId));
+    }
+
+    /** Forgets every cast. */
+    public void clear() {
+        entries.clear();
+    }
+
+    /**
+     * Returns the number of casts made so far, for tests and diagnostics.
+     *
+     * @return casts made
+     */
+    public long getCastsMade() {
+        return castsMade.get();
+    }
+
+    private static final class Key {
+        final String parameterId;
+        final Device device;
+        final Precision precision;
+
+        Key(String parameterId, Device device, Precision precision) {
+            this.parameterId = parameterId;
+            this.device = device;
+            this.precision = precision;
+        }
+
+        @Override
+        public boolean equals(Object o) {
+            if (!(o instanceof Key)) {
+                return false;
+            }
+            Key k = (Key) o;
+            return parameterId.equals(k.parameterId)
+                    && device.equals(k.device)
+                    && precision == k.precision;
+        }
+
+        @Override
+        public int hashCode() {
+            return Objects.hash(parameterId, device, precision);
+        }
+    }
+}

@@ -1,0 +1,113 @@
+package io.github.djlamp.amp.train;
+
+import ai.djl.metric.Metrics;
+import ai.djl.training.Trainer;
+import ai.djl.training.listener.TrainingListenerAdapter;
+import io.github.djlamp.amp.scale.LossScaler;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Ties mixed precision into {@code EasyTrain.fit}: after backward and before the optimizer (DJL's
+ * {@code onTrainingBatch}, the only hook there), one fused unscale-and-check over every device's
+ * gradients, one host read of the verdict, and the scale update. Publishes {@value #LOSS_SCALE}
+ * and {@value #SKIPPED_STEPS} to the trainer's {@link Metrics} and logs a summary per epoch.
+ */
+public final class AmpTrainingListener extends TrainingListenerAdapter {
+
+    /** The metric name of the loss scale after each step. */
+    public static final String LOSS_SCALE = "amp/lossScale";
+
+    /** The metric name of the running count of skipped steps. */
+    public static final String SKIPPED_STEPS = "amp/skippedSteps";
+
+    private static final Logger logger = LoggerFactory.getLogger(AmpTrainingListener.class);
+
+    private final AmpSession session;
+    private long epochStartSteps;
+    private long epochStartSkipped;
+    private float epochMinScale = Float.POSITIVE_INFINITY;
+    private float epochMaxScale;
+    private int epoch;
+
+    /**
+     * Creates the listener.
+     *
+     * @param session the AMP session it drives
+     */
+    public AmpTrainingListener(AmpSession session) {
+        this.session = session;
+    }
+
+    /**
+     * Returns the session this listener drives.
+     *
+     * @return the session
+     */
+    public AmpSession getSession() {
+        return session;
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public void onTrainingBegin(Trainer trainer) {
+        session.attach(trainer);
+        LossScaler scaler = session.getScaler();
+        logger.info(
+                "djl-amp: policy {}, loss scaling {}, scale {}",
+                session.getPolicy(),
+                scaler.getConfig(),
+                scaler.getScale());
+        startEpoch();
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public void onTrainingBatch(Trainer trainer, BatchData batchData) {
+        session.unscaleAndCheck(batchData.getBatch().getManager());
+        session.update();
+        LossScaler scaler = session.getScaler();
+        float scale = scaler.getScale();
+        epochMinScale = Math.min(epochMinScale, scale);
+        epochMaxScale = Math.max(epochMaxScale, scale);
+        Metrics metrics = trainer.getMetrics();
+        if (metrics != null) {
+            metrics.addMetric(LOSS_SCALE, scale);
+            metrics.addMetric(SKIPPED_STEPS, scaler.getSkippedSteps());
+        }
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public void onEpoch(Trainer trainer) {
+        LossScaler scaler = session.getScaler();
+        long steps = scaler.getSteps() - epochStartSteps;
+        long skipped = scaler.getSkippedSteps() - epochStartSkipped;
+        epoch++;
+        if (scaler.getConfig().isEnabled()) {
+            logger.info(
+                    "djl-amp epoch {}: {} steps, {} skipped; loss scale {} (range {} to {})",
+                    epoch,
+                    steps,
+                    skipped,
+                    scaler.getScale(),
+                    epochMinScale,
+                    epochMaxScale);
+        } else {
+            logger.info(
+                    "djl-amp epoch {}: {} steps in {} without loss scaling",
+                    epoch,
+                    steps,
+                    session.getPolicy().getComputePrecision().canonicalName());
+        }
+        startEpoch();
+    }
+
+    private void startEpoch() {
+        LossScaler scaler = session.getScaler();
+        epochStartSteps = scaler.getSteps();
+        epochStartSkipped = scaler.getSkippedSteps();
+        epochMinScale = Float.POSITIVE_INFINITY;
+        epochMaxScale = 0;
+    }
+}
