@@ -1,0 +1,166 @@
+package io.github.djlamp.amp.policy;
+
+import ai.djl.nn.Block;
+import ai.djl.nn.LambdaBlock;
+import ai.djl.nn.ParallelBlock;
+import ai.djl.nn.SequentialBlock;
+import ai.djl.nn.convolutional.Convolution;
+import ai.djl.nn.convolutional.Deconvolution;
+import ai.djl.nn.core.AbstractEmbedding;
+import ai.djl.nn.core.Linear;
+import ai.djl.nn.norm.BatchNorm;
+import ai.djl.nn.norm.Dropout;
+import ai.djl.nn.norm.LayerNorm;
+import ai.djl.nn.recurrent.RecurrentBlock;
+import java.util.List;
+import java.util.function.Predicate;
+
+/**
+ * The category djl-amp gives a block no override names: a table of rules, the first that matches
+ * wins.
+ *
+ * <table>
+ * <caption>Default cast rules, in order</caption>
+ * <tr><th>block</th><th>category</th></tr>
+ * <tr><td>exactly {@code SequentialBlock} or {@code ParallelBlock}</td><td>CONTAINER</td></tr>
+ * <tr><td>{@code Convolution} (Conv1d, Conv2d, Conv3d)</td><td>LOW</td></tr>
+ * <tr><td>{@code Deconvolution} (Conv1dTranspose, Conv2dTranspose)</td><td>FP32</td></tr>
+ * <tr><td>{@code Linear}</td><td>LOW</td></tr>
+ * <tr><td>{@code BatchNorm} (and GhostBatchNorm)</td><td>PASS_THROUGH</td></tr>
+ * <tr><td>{@code Dropout}</td><td>PASS_THROUGH</td></tr>
+ * <tr><td>{@code LayerNorm}</td><td>FP32</td></tr>
+ * <tr><td>{@code LambdaBlock} named by DJL's activation, pooling or flatten factories</td>
+ *     <td>PASS_THROUGH</td></tr>
+ * <tr><td>any other {@code LambdaBlock}</td><td>FP32</td></tr>
+ * <tr><td>embeddings ({@code AbstractEmbedding})</td><td>FP32</td></tr>
+ * <tr><td>recurrent layers ({@code RecurrentBlock}: RNN, GRU, LSTM)</td><td>FP32</td></tr>
+ * <tr><td>blocks of {@code ai.djl.nn.transformer}</td><td>FP32</td></tr>
+ * <tr><td>any other block with children (opaque composite)</td><td>FP32</td></tr>
+ * <tr><td>any other leaf</td><td>FP32</td></tr>
+ * </table>
+ *
+ * <p>Subclasses match the rules of their superclasses, except for CONTAINER: a subclass of {@code
+ * SequentialBlock} may override its forward pass, so it is an opaque composite.
+ */
+public final class DefaultCastRules {
+
+    private static final String TRANSFORMER_PACKAGE = "ai.djl.nn.transformer";
+
+    private static final List<Rule> RULES =
+            List.of(
+                    new Rule(
+                            "SequentialBlock or ParallelBlock: runs its children one by one",
+                            b ->
+                                    b.getClass() == SequentialBlock.class
+                                            || b.getClass() == ParallelBlock.class,
+                            CastCategory.CONTAINER),
+                    new Rule(
+                            "convolution: on autocast's lower-precision list",
+                            b -> b instanceof Convolution,
+                            CastCategory.LOW),
+                    // Transposed convolution is on autocast's lower-precision list too, but DJL
+                    // 0.35.1's PyTorch engine does not implement it (PtNDArrayEx.deconvolution
+                    // throws UnsupportedOperationException) and no engine has been checked with
+                    // 16-bit input: kept in fp32 until it can be tested. Override to LOW to try.
+                    new Rule(
+                            "transposed convolution: not verified in 16 bits",
+                            b -> b instanceof Deconvolution,
+                            CastCategory.FP32),
+                    new Rule(
+                            "linear layer: on autocast's lower-precision list",
+                            b -> b instanceof Linear,
+                            CastCategory.LOW),
+                    new Rule(
+                            "batch normalization: its fp32 statistics accept 16-bit input",
+                            b -> b instanceof BatchNorm,
+                            CastCategory.PASS_THROUGH),
+                    new Rule(
+                            "dropout: element-wise",
+                            b -> b instanceof Dropout,
+                            CastCategory.PASS_THROUGH),
+                    new Rule(
+                            "layer normalization: numerically sensitive",
+                            b -> b instanceof LayerNorm,
+                            CastCategory.FP32),
+                    new Rule(
+                            "DJL activation, pooling or reshape lambda",
+                            b ->
+                                    b instanceof LambdaBlock
+                                            && KnownLambdas.isPassThrough((LambdaBlock) b),
+                            CastCategory.PASS_THROUGH),
+                    new Rule(
+                            "lambda of unknown content: may call softmax, unsafe on bf16 arrays",
+                            b -> b instanceof LambdaBlock,
+                            CastCategory.FP32),
+                    new Rule(
+                            "embedding: a lookup, nothing to gain in 16 bits",
+                            b -> b instanceof AbstractEmbedding,
+                            CastCategory.FP32),
+                    new Rule(
+                            "recurrent layer: long accumulations, kept in fp32",
+                            b -> b instanceof RecurrentBlock,
+                            CastCategory.FP32),
+                    new Rule(
+                            "transformer block: uses softmax and layer normalization",
+                            DefaultCastRules::isTransformerBlock,
+                            CastCategory.FP32),
+                    new Rule(
+                            "opaque composite: djl-amp cannot descend into it",
+                            b -> !b.getChildren().isEmpty(),
+                            CastCategory.FP32),
+                    new Rule("unknown leaf", b -> true, CastCategory.FP32));
+
+    private DefaultCastRules() {}
+
+    /**
+     * Returns the default category of a block, before overrides and before the compute precision is
+     * known (LOW stays LOW here even for the float32 policy).
+     *
+     * @param block a block
+     * @return its default category
+     */
+    public static CastCategory categoryOf(Block block) {
+        return ruleFor(block).category;
+    }
+
+    /**
+     * Returns why {@link #categoryOf(Block)} gives what it gives, for reports and messages.
+     *
+     * @param block a block
+     * @return the description of the first rule that matches it
+     */
+    public static String reasonFor(Block block) {
+        return ruleFor(block).reason;
+    }
+
+    private static Rule ruleFor(Block block) {
+        for (Rule rule : RULES) {
+            if (rule.matches.test(block)) {
+                return rule;
+            }
+        }
+        throw new AssertionError("the last rule matches every block");
+    }
+
+    private static boolean isTransformerBlock(Block block) {
+        for (Class<?> c = block.getClass(); c != null; c = c.getSuperclass()) {
+            if (TRANSFORMER_PACKAGE.equals(c.getPackageName())) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** One row of the table. */
+    private static final class Rule {
+        private final String reason;
+        private final Predicate<Block> matches;
+        private final CastCategory category;
+
+        Rule(String reason, Predicate<Block> matches, CastCategory category) {
+            this.reason = reason;
+            this.matches = matches;
+            this.category = category;
+        }
+    }
+}

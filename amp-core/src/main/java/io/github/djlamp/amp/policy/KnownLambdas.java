@@ -1,0 +1,72 @@
+package io.github.djlamp.amp.policy;
+
+import ai.djl.nn.LambdaBlock;
+import java.util.Set;
+
+/**
+ * The {@link LambdaBlock} names DJL 0.35.1's own factory methods give to lambdas that are safe to
+ * run on 16-bit input as they are.
+ *
+ * <p>A lambda's function cannot be inspected, only its name. These names come from {@code
+ * ai.djl.nn.Activation}, {@code ai.djl.nn.pooling.Pool} and {@code ai.djl.nn.Blocks}; every one of
+ * them is an element-wise activation, a pooling or a reshape, and none calls softmax or log-softmax
+ * (which terminate the JVM on bf16 arrays in DJL's PyTorch engine). Left out on purpose: {@link
+ * LambdaBlock#DEFAULT_NAME} ({@code anonymous}, any user lambda), {@code ones} from {@code
+ * Blocks.onesBlock} (makes new arrays of a fixed type rather than transforming its input), and the
+ * class-derived names {@code LambdaBlock.singleton(Function)} gives. A user lambda that takes one
+ * of these names is trusted to behave like DJL's.
+ */
+final class KnownLambdas {
+
+    /** Names from {@code Activation.*Block()}. Case matters: these are DJL's exact strings. */
+    private static final Set<String> ACTIVATIONS =
+            Set.of(
+                    "ReLU",
+                    "ReLU6",
+                    "sigmoid",
+                    "Tanh",
+                    "softPlus",
+                    "softSign",
+                    "LeakyReLU",
+                    "ELU",
+                    "SELU",
+                    "GELU",
+                    "Swish",
+                    "Mish");
+
+    /** Names from {@code Pool.*Block(...)}. */
+    private static final Set<String> POOLING =
+            Set.of(
+                    "maxPool1d",
+                    "maxPool2d",
+                    "maxPool3d",
+                    "globalMaxPool1d",
+                    "globalMaxPool2d",
+                    "globalMaxPool3d",
+                    "avgPool1d",
+                    "avgPool2d",
+                    "avgPool3d",
+                    "globalAvgPool1d",
+                    "globalAvgPool2d",
+                    "globalAvgPool3d",
+                    "lpPool1d",
+                    "lpPool2d",
+                    "lpPool3d",
+                    "globalLpPool1d",
+                    "globalLpPool2d",
+                    "globalLpPool3d");
+
+    /** Names from {@code Blocks.batchFlattenBlock(...)} and {@code Blocks.identityBlock()}. */
+    private static final Set<String> RESHAPES = Set.of("batchFlatten", "identity");
+
+    private KnownLambdas() {}
+
+    /** Returns whether {@code lambda} carries one of DJL's known-safe names. */
+    static boolean isPassThrough(LambdaBlock lambda) {
+        String name = lambda.getName();
+        return name != null
+                && (ACTIVATIONS.contains(name)
+                        || POOLING.contains(name)
+                        || RESHAPES.contains(name));
+    }
+}

@@ -1,0 +1,83 @@
+package io.github.djlamp.amp.policy;
+
+import ai.djl.nn.Block;
+import java.util.LinkedHashMap;
+import java.util.Map;
+
+/** Writes and reads the config-map form of a {@link PrecisionPolicy}, documented there. */
+final class PolicyMaps {
+
+    static final String POLICY_KEY = "policy";
+    static final String PATH_KEY_PREFIX = "override.path.";
+    static final String CLASS_KEY_PREFIX = "override.class.";
+
+    private static final String VALID_KEYS =
+            "'"
+                    + POLICY_KEY
+                    + "', '"
+                    + PATH_KEY_PREFIX
+                    + "<path>', '"
+                    + CLASS_KEY_PREFIX
+                    + "<class name>'";
+
+    private PolicyMaps() {}
+
+    static Map<String, String> toMap(PrecisionPolicy policy) {
+        Map<String, String> map = new LinkedHashMap<>();
+        map.put(POLICY_KEY, policy.getName());
+        for (Map.Entry<String, CastCategory> e : policy.getPathOverrides().entrySet()) {
+            map.put(PATH_KEY_PREFIX + e.getKey(), e.getValue().configName());
+        }
+        for (Map.Entry<Class<? extends Block>, CastCategory> e :
+                policy.getClassOverrides().entrySet()) {
+            map.put(CLASS_KEY_PREFIX + e.getKey().getName(), e.getValue().configName());
+        }
+        return map;
+    }
+
+    static PrecisionPolicy fromMap(Map<String, String> map) {
+        if (map == null || !map.containsKey(POLICY_KEY)) {
+            throw new IllegalArgumentException(
+                    "Precision policy config has no '"
+                            + POLICY_KEY
+                            + "' key; it needs one naming the policy ("
+                            + Preset.validNames()
+                            + ")");
+        }
+        PrecisionPolicy.Builder builder =
+                PrecisionPolicy.builder(PrecisionPolicy.named(valueOf(map, POLICY_KEY)));
+        for (String key : map.keySet()) {
+            if (key.startsWith(PATH_KEY_PREFIX)) {
+                builder.overridePath(key.substring(PATH_KEY_PREFIX.length()), category(map, key));
+            } else if (key.startsWith(CLASS_KEY_PREFIX)) {
+                builder.overrideClass(
+                        BlockClasses.load(key.substring(CLASS_KEY_PREFIX.length())),
+                        category(map, key));
+            } else if (!POLICY_KEY.equals(key)) {
+                throw new IllegalArgumentException(
+                        "Unknown precision policy config key '"
+                                + key
+                                + "'; valid keys are "
+                                + VALID_KEYS);
+            }
+        }
+        return builder.build();
+    }
+
+    private static CastCategory category(Map<String, String> map, String key) {
+        try {
+            return CastCategory.parse(valueOf(map, key));
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException("Config key '" + key + "': " + e.getMessage(), e);
+        }
+    }
+
+    private static String valueOf(Map<String, String> map, String key) {
+        String value = map.get(key);
+        if (value == null) {
+            throw new IllegalArgumentException(
+                    "Precision policy config key '" + key + "' has no value");
+        }
+        return value;
+    }
+}

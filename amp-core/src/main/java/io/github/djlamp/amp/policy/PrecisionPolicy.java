@@ -1,0 +1,410 @@
+package io.github.djlamp.amp.policy;
+
+import ai.djl.nn.Block;
+import io.github.djlamp.amp.spi.DeviceCapabilities;
+import java.util.Collections;
+import java.util.Comparator;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.Objects;
+import java.util.TreeMap;
+
+/**
+ * Which precision each block of a model computes in: an immutable, named value in the manner of
+ * Keras's dtype policies.
+ *
+ * <p>A policy has a name, a compute precision (what {@link CastCategory#LOW} blocks compute in), a
+ * variable precision (what parameters are stored and updated in; always FP32 here) and optional
+ * overrides. The presets:
+ *
+ * <ul>
+ *   <li>{@link #mixedFloat16()}, {@code mixed_float16}: LOW blocks compute in fp16 (needs loss
+ *       scaling; fast on GPUs with Tensor Cores);
+ *   <li>{@link #mixedBfloat16()}, {@code mixed_bfloat16}: LOW blocks compute in bf16 (fast on CPUs
+ *       with AVX-512 BF16 and on recent GPUs);
+ *   <li>{@link #float32()}, {@code float32}: everything in fp32, no casts (LOW resolves to FP32);
+ *   <li>{@link #auto()}, {@code auto}: the compute precision is decided from the device by {@link
+ *       #resolveAuto(DeviceCapabilities)}.
+ * </ul>
+ *
+ * <p>Each block gets a {@link CastCategory} from {@link #categoryOf(Block, String)}: a path
+ * override for its path if there is one, else the class override for the most specific class of the
+ * block that has one, else {@link DefaultCastRules}.
+ *
+ * <p>The string form ({@link #toString()}, {@link #parse(String)}) is
+ *
+ * <pre>
+ * policy   := NAME [ '[' override { ',' override } ']' ]
+ * override := 'path:' PATH '=' CATEGORY | 'class:' CLASS '=' CATEGORY
+ * </pre>
+ *
+ * where NAME is a policy name or alias accepted by {@link #named(String)}, PATH a block path as
+ * {@link BlockPaths} writes it, CLASS a binary class name ({@link Class#getName()}) and CATEGORY
+ * one of {@code low}, {@code fp32}, {@code pass_through}. In a PATH, {@code \} escapes the next
+ * character; {@link #toString()} escapes {@code \ , = [ ]}. Spaces around names, overrides and
+ * categories are ignored. Path overrides are written first, sorted by path, then class overrides
+ * sorted by class name; for example {@code
+ * mixed_bfloat16[path:02SequentialBlock/01Linear=fp32,class:ai.djl.nn.norm.LayerNorm=low]}.
+ *
+ * <p>The map form ({@link #toMap()}, {@link #fromMap(Map)}), for config files, has the key {@code
+ * policy} holding the name and one key per override: {@code override.path.<PATH>} or {@code
+ * override.class.<CLASS>}, each holding a category name.
+ */
+public final class PrecisionPolicy {
+
+    private static final PrecisionPolicy MIXED_FLOAT16 = of(Preset.MIXED_FLOAT16);
+    private static final PrecisionPolicy MIXED_BFLOAT16 = of(Preset.MIXED_BFLOAT16);
+    private static final PrecisionPolicy FLOAT32 = of(Preset.FLOAT32);
+    private static final PrecisionPolicy AUTO = of(Preset.AUTO);
+
+    private final Preset preset;
+    private final Map<String, CastCategory> pathOverrides;
+    private final Map<Class<? extends Block>, CastCategory> classOverrides;
+
+    private PrecisionPolicy(
+            Preset preset,
+            Map<String, CastCategory> pathOverrides,
+            Map<Class<? extends Block>, CastCategory> classOverrides) {
+        this.preset = preset;
+        this.pathOverrides = Collections.unmodifiableMap(new TreeMap<>(pathOverrides));
+        Map<Class<? extends Block>, CastCategory> sorted = new LinkedHashMap<>();
+        classOverrides.entrySet().stream()
+                .sorted(Comparator.comparing(e -> e.getKey().getName()))
+                .forEach(e -> sorted.put(e.getKey(), e.getValue()));
+        this.classOverrides = Collections.unmodifiableMap(sorted);
+    }
+
+    private static PrecisionPolicy of(Preset preset) {
+        return new PrecisionPolicy(preset, Map.of(), Map.of());
+    }
+
+    /**
+     * Returns {@code mixed_float16}: convolutions and linear layers compute in fp16.
+     *
+     * @return the preset
+     */
+    public static PrecisionPolicy mixedFloat16() {
+        return MIXED_FLOAT16;
+    }
+
+    /**
+     * Returns {@code mixed_bfloat16}: convolutions and linear layers compute in bf16.
+     *
+     * @return the preset
+     */
+    public static PrecisionPolicy mixedBfloat16() {
+        return MIXED_BFLOAT16;
+    }
+
+    /**
+     * Returns {@code float32}: everything computes in fp32 and nothing is cast.
+     *
+     * @return the preset
+     */
+    public static PrecisionPolicy float32() {
+        return FLOAT32;
+    }
+
+    /**
+     * Returns {@code auto}: the compute precision is chosen per device by {@link
+     * #resolveAuto(DeviceCapabilities)}.
+     *
+     * @return the preset
+     */
+    public static PrecisionPolicy auto() {
+        return AUTO;
+    }
+
+    /**
+     * Returns the preset of a name: {@code mixed_float16}, {@code mixed_bfloat16}, {@code float32}
+     * or {@code auto}, or the aliases {@code fp16}, {@code bf16}, {@code fp32}, in any case.
+     *
+     * @param name the name
+     * @return the preset, without overrides
+     * @throws IllegalArgumentException listing the valid names when {@code name} is not one
+     */
+    public static PrecisionPolicy named(String name) {
+        return of(Preset.named(name));
+    }
+
+    /**
+     * Parses the string form described in the class documentation, as {@link #toString()} writes
+     * it.
+     *
+     * @param text the string form
+     * @return the policy
+     * @throws IllegalArgumentException naming the problem: an unknown policy name, category or
+     *     class, a malformed override, or a path or class overridden twice
+     */
+    public static PrecisionPolicy parse(String text) {
+        return PolicyFormat.parse(text);
+    }
+
+    /**
+     * Reads the map form described in the class documentation, as {@link #toMap()} writes it.
+     *
+     * @param map the config entries
+     * @return the policy
+     * @throws IllegalArgumentException naming the problem: a missing {@code policy} key, an unknown
+     *     key, policy name, category or class
+     */
+    public static PrecisionPolicy fromMap(Map<String, String> map) {
+        return PolicyMaps.fromMap(map);
+    }
+
+    /**
+     * Returns a builder that starts from {@code base}: its preset and its overrides.
+     *
+     * @param base the policy to start from
+     * @return a new builder
+     */
+    public static Builder builder(PrecisionPolicy base) {
+        return new Builder(base);
+    }
+
+    /**
+     * Returns the policy's name, e.g. {@code mixed_bfloat16}, without its overrides.
+     *
+     * @return the name
+     */
+    public String getName() {
+        return preset.policyName();
+    }
+
+    /**
+     * Returns whether this is the {@code auto} policy, whose compute precision is not known until
+     * {@link #resolveAuto(DeviceCapabilities)}.
+     *
+     * @return true for {@code auto}
+     */
+    public boolean isAuto() {
+        return preset == Preset.AUTO;
+    }
+
+    /**
+     * Returns the precision {@link CastCategory#LOW} blocks compute in.
+     *
+     * @return FP16, BF16 or FP32
+     * @throws IllegalStateException for the {@code auto} policy, which must be resolved first
+     */
+    public Precision getComputePrecision() {
+        if (isAuto()) {
+            throw new IllegalStateException(
+                    "The 'auto' precision policy has no compute precision until it is resolved for"
+                            + " a device: call resolveAuto(DeviceCapabilities) first");
+        }
+        return preset.computePrecision();
+    }
+
+    /**
+     * Returns the precision parameters are stored and updated in.
+     *
+     * @return always FP32
+     */
+    public Precision getVariablePrecision() {
+        return Precision.FP32;
+    }
+
+    /**
+     * Returns the path overrides, sorted by path.
+     *
+     * @return an unmodifiable map from block path to category
+     */
+    public Map<String, CastCategory> getPathOverrides() {
+        return pathOverrides;
+    }
+
+    /**
+     * Returns the class overrides, sorted by class name.
+     *
+     * @return an unmodifiable map from block class to category
+     */
+    public Map<Class<? extends Block>, CastCategory> getClassOverrides() {
+        return classOverrides;
+    }
+
+    /**
+     * Returns the concrete policy for a device: for {@code auto}, the preset computing in {@code
+     * capabilities.getRecommended()} (BF16: {@code mixed_bfloat16}, FP16: {@code mixed_float16},
+     * FP32: {@code float32}) with this policy's overrides; any other policy is returned as it is.
+     *
+     * @param capabilities what the device computes fast
+     * @return a policy that is not {@code auto}
+     */
+    public PrecisionPolicy resolveAuto(DeviceCapabilities capabilities) {
+        Objects.requireNonNull(capabilities, "capabilities");
+        if (!isAuto()) {
+            return this;
+        }
+        return new PrecisionPolicy(
+                Preset.forPrecision(capabilities.getRecommended()), pathOverrides, classOverrides);
+    }
+
+    /**
+     * Returns the category of one block: the override for {@code path} if there is one, else the
+     * override for the most specific class in the superclass chain of the block's class that has
+     * one, else {@link DefaultCastRules#categoryOf(Block)}. Under a policy computing in FP32, LOW
+     * resolves to FP32; under {@code auto}, LOW stays LOW.
+     *
+     * @param block the block
+     * @param path its path from the root as {@link BlockPaths} writes it, or null when unknown
+     *     (then path overrides do not apply)
+     * @return the block's category
+     */
+    public CastCategory categoryOf(Block block, String path) {
+        Objects.requireNonNull(block, "block");
+        CastCategory category = path == null ? null : pathOverrides.get(path);
+        for (Class<?> c = block.getClass(); category == null && c != null; c = c.getSuperclass()) {
+            category = classOverrides.get(c);
+        }
+        if (category == null) {
+            category = DefaultCastRules.categoryOf(block);
+        }
+        if (category == CastCategory.LOW && preset.computePrecision() == Precision.FP32) {
+            return CastCategory.FP32;
+        }
+        return category;
+    }
+
+    /**
+     * Returns the category of every block djl-amp visits in a tree: the root and, below each {@link
+     * CastCategory#CONTAINER}, its children; blocks inside a unit of another category are not
+     * visited, since the unit runs as a whole.
+     *
+     * @param root the root of the model's block tree
+     * @return an unmodifiable map from path to category, in depth-first pre-order
+     */
+    public Map<String, CastCategory> resolveAll(Block root) {
+        return PolicyValidation.resolveAll(this, root);
+    }
+
+    /**
+     * Checks that every override applies to {@code root}'s tree.
+     *
+     * @param root the root of the model's block tree
+     * @throws IllegalArgumentException when a path override names no block in the tree (listing the
+     *     existing paths closest to it) or a block inside a unit djl-amp runs as a whole, or when a
+     *     class override matches no block in the tree (listing the classes present)
+     */
+    public void validateAgainst(Block root) {
+        PolicyValidation.validate(this, root);
+    }
+
+    /**
+     * Returns the map form described in the class documentation.
+     *
+     * @return a new, ordered map: {@code policy} first, then path and class overrides
+     */
+    public Map<String, String> toMap() {
+        return PolicyMaps.toMap(this);
+    }
+
+    /**
+     * Returns the string form described in the class documentation; {@link #parse(String)} reads it
+     * back to an equal policy.
+     *
+     * @return e.g. {@code mixed_bfloat16} or {@code mixed_bfloat16[path:01Linear=fp32]}
+     */
+    @Override
+    public String toString() {
+        return PolicyFormat.format(this);
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public boolean equals(Object o) {
+        if (this == o) {
+            return true;
+        }
+        if (!(o instanceof PrecisionPolicy)) {
+            return false;
+        }
+        PrecisionPolicy other = (PrecisionPolicy) o;
+        return preset == other.preset
+                && pathOverrides.equals(other.pathOverrides)
+                && classOverrides.equals(other.classOverrides);
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public int hashCode() {
+        return Objects.hash(preset, pathOverrides, classOverrides);
+    }
+
+    /** Builds a {@link PrecisionPolicy} from a base policy and overrides. */
+    public static final class Builder {
+
+        private final Preset preset;
+        private final Map<String, CastCategory> pathOverrides;
+        private final Map<Class<? extends Block>, CastCategory> classOverrides;
+
+        Builder(PrecisionPolicy base) {
+            Objects.requireNonNull(base, "base");
+            this.preset = base.preset;
+            this.pathOverrides = new TreeMap<>(base.pathOverrides);
+            this.classOverrides = new LinkedHashMap<>(base.classOverrides);
+        }
+
+        /**
+         * Sets the category of every block whose class is {@code blockClass} or a subclass of it,
+         * unless a more specific class override or a path override applies. Replaces an earlier
+         * override of the same class.
+         *
+         * @param blockClass a block class (not an interface)
+         * @param category LOW, FP32 or PASS_THROUGH
+         * @return this builder
+         * @throws IllegalArgumentException when {@code blockClass} is an interface or {@code
+         *     category} is CONTAINER
+         */
+        public Builder overrideClass(Class<? extends Block> blockClass, CastCategory category) {
+            Objects.requireNonNull(blockClass, "blockClass");
+            requireOverridable(category, "class " + blockClass.getName());
+            if (blockClass.isInterface() || !Block.class.isAssignableFrom(blockClass)) {
+                throw new IllegalArgumentException(
+                        "Cannot override "
+                                + blockClass.getName()
+                                + ": class overrides need a class implementing ai.djl.nn.Block"
+                                + (blockClass.isInterface() ? ", not an interface" : ""));
+            }
+            classOverrides.put(blockClass, category);
+            return this;
+        }
+
+        /**
+         * Sets the category of the block at {@code path}, ahead of class overrides and defaults.
+         * Replaces an earlier override of the same path.
+         *
+         * @param path a block path as {@link BlockPaths} writes it, {@code ""} for the root
+         * @param category LOW, FP32 or PASS_THROUGH
+         * @return this builder
+         * @throws IllegalArgumentException when {@code category} is CONTAINER
+         */
+        public Builder overridePath(String path, CastCategory category) {
+            Objects.requireNonNull(path, "path");
+            requireOverridable(category, "path '" + path + "'");
+            pathOverrides.put(path, category);
+            return this;
+        }
+
+        /**
+         * Builds the policy.
+         *
+         * @return a new immutable policy
+         */
+        public PrecisionPolicy build() {
+            return new PrecisionPolicy(preset, pathOverrides, classOverrides);
+        }
+
+        private static void requireOverridable(CastCategory category, String target) {
+            Objects.requireNonNull(category, "category");
+            if (!category.isOverridable()) {
+                throw new IllegalArgumentException(
+                        "Cannot override "
+                                + target
+                                + " to CONTAINER: djl-amp assigns it to SequentialBlock and"
+                                + " ParallelBlock only; valid override categories are "
+                                + CastCategory.validNames());
+            }
+        }
+    }
+}

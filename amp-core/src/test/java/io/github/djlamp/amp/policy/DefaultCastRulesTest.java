@@ -1,0 +1,220 @@
+package io.github.djlamp.amp.policy;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import ai.djl.modality.nlp.DefaultVocabulary;
+import ai.djl.modality.nlp.embedding.TrainableWordEmbedding;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.types.DataType;
+import ai.djl.ndarray.types.Shape;
+import ai.djl.nn.Activation;
+import ai.djl.nn.Block;
+import ai.djl.nn.Blocks;
+import ai.djl.nn.LambdaBlock;
+import ai.djl.nn.ParallelBlock;
+import ai.djl.nn.SequentialBlock;
+import ai.djl.nn.convolutional.Conv1d;
+import ai.djl.nn.convolutional.Conv2d;
+import ai.djl.nn.convolutional.Conv2dTranspose;
+import ai.djl.nn.convolutional.Conv3d;
+import ai.djl.nn.core.Linear;
+import ai.djl.nn.norm.BatchNorm;
+import ai.djl.nn.norm.Dropout;
+import ai.djl.nn.norm.GhostBatchNorm;
+import ai.djl.nn.norm.LayerNorm;
+import ai.djl.nn.pooling.Pool;
+import ai.djl.nn.recurrent.GRU;
+import ai.djl.nn.recurrent.LSTM;
+import ai.djl.nn.recurrent.RNN;
+import ai.djl.nn.transformer.PointwiseFeedForwardBlock;
+import ai.djl.nn.transformer.ScaledDotProductAttentionBlock;
+import ai.djl.nn.transformer.TransformerEncoderBlock;
+import ai.djl.util.PairList;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+
+class DefaultCastRulesTest {
+
+    private static void assertCategory(CastCategory expected, Block block, String reasonPart) {
+        assertEquals(expected, DefaultCastRules.categoryOf(block), block.toString());
+        String reason = DefaultCastRules.reasonFor(block);
+        assertTrue(reason.contains(reasonPart), () -> "reason was: " + reason);
+    }
+
+    @Test
+    void convolutionsAndLinearAreLow() {
+        assertCategory(
+                CastCategory.LOW,
+                Conv1d.builder().setKernelShape(new Shape(3)).setFilters(4).build(),
+                "convolution");
+        assertCategory(
+                CastCategory.LOW,
+                Conv2d.builder().setKernelShape(new Shape(3, 3)).setFilters(4).build(),
+                "convolution");
+        assertCategory(
+                CastCategory.LOW,
+                Conv3d.builder().setKernelShape(new Shape(3, 3, 3)).setFilters(4).build(),
+                "convolution");
+        assertCategory(CastCategory.LOW, Linear.builder().setUnits(10).build(), "linear");
+        assertCategory(CastCategory.LOW, new TestBlocks.MyLinear(), "linear");
+    }
+
+    @Test
+    void transposedConvolutionStaysFp32() {
+        Block deconv =
+                Conv2dTranspose.builder().setKernelShape(new Shape(3, 3)).setFilters(4).build();
+        assertCategory(CastCategory.FP32, deconv, "transposed convolution");
+    }
+
+    @Test
+    void batchNormAndDropoutPassThrough() {
+        assertCategory(
+                CastCategory.PASS_THROUGH, BatchNorm.builder().build(), "batch normalization");
+        assertCategory(
+                CastCategory.PASS_THROUGH, GhostBatchNorm.builder().build(), "batch normalization");
+        assertCategory(
+                CastCategory.PASS_THROUGH, Dropout.builder().optRate(0.5f).build(), "dropout");
+    }
+
+    @Test
+    void layerNormIsFp32() {
+        assertCategory(CastCategory.FP32, LayerNorm.builder().build(), "layer normalization");
+    }
+
+    @Test
+    void djlActivationPoolingAndFlattenLambdasPassThrough() {
+        List<Block> safe =
+                List.of(
+                        Activation.reluBlock(),
+                        Activation.relu6Block(),
+                        Activation.sigmoidBlock(),
+                        Activation.tanhBlock(),
+                        Activation.softPlusBlock(),
+                        Activation.softSignBlock(),
+                        Activation.leakyReluBlock(0.1f),
+                        Activation.eluBlock(1f),
+                        Activation.seluBlock(),
+                        Activation.geluBlock(),
+                        Activation.swishBlock(1f),
+                        Activation.mishBlock(),
+                        Pool.maxPool1dBlock(new Shape(2)),
+                        Pool.maxPool2dBlock(new Shape(2, 2)),
+                        Pool.maxPool3dBlock(new Shape(2, 2, 2)),
+                        Pool.globalMaxPool2dBlock(),
+                        Pool.avgPool2dBlock(new Shape(2, 2)),
+                        Pool.globalAvgPool1dBlock(),
+                        Pool.globalAvgPool2dBlock(),
+                        Pool.globalAvgPool3dBlock(),
+                        Pool.lpPool2dBlock(2f, new Shape(2, 2)),
+                        Pool.globalLpPool2dBlock(2f),
+                        Blocks.batchFlattenBlock(),
+                        Blocks.batchFlattenBlock(10),
+                        Blocks.identityBlock());
+        for (Block block : safe) {
+            assertCategory(CastCategory.PASS_THROUGH, block, "DJL activation, pooling or reshape");
+        }
+    }
+
+    @Test
+    void otherLambdasAreFp32() {
+        PairList<DataType, Shape> shapes = new PairList<>();
+        shapes.add(DataType.FLOAT32, new Shape(1));
+        List<Block> unknown =
+                List.of(
+                        new LambdaBlock(x -> x),
+                        new LambdaBlock(x -> x, LambdaBlock.DEFAULT_NAME),
+                        new LambdaBlock(
+                                x -> new NDList(x.singletonOrThrow().softmax(-1)), "softmax"),
+                        new LambdaBlock(
+                                x -> x, "relu"), // DJL spells it "ReLU": names match exactly
+                        LambdaBlock.singleton(a -> a),
+                        Blocks.onesBlock(shapes, new String[] {"ones"}));
+        for (Block block : unknown) {
+            assertCategory(CastCategory.FP32, block, "lambda of unknown content");
+        }
+    }
+
+    @Test
+    void exactSequentialAndParallelAreContainers() {
+        assertCategory(CastCategory.CONTAINER, new SequentialBlock(), "SequentialBlock");
+        assertCategory(
+                CastCategory.CONTAINER,
+                new ParallelBlock(list -> list.get(0), List.of(Activation.reluBlock())),
+                "ParallelBlock");
+    }
+
+    @Test
+    void subclassOfSequentialIsAnOpaqueComposite() {
+        TestBlocks.MySequential seq = new TestBlocks.MySequential();
+        assertCategory(CastCategory.FP32, seq, "unknown leaf");
+        seq.add(Linear.builder().setUnits(2).build());
+        assertCategory(CastCategory.FP32, seq, "opaque composite");
+    }
+
+    @Test
+    void embeddingIsFp32() {
+        Block embedding =
+                TrainableWordEmbedding.builder()
+                        .setVocabulary(new DefaultVocabulary(List.of("a", "b", "c")))
+                        .setEmbeddingSize(4)
+                        .build();
+        assertCategory(CastCategory.FP32, embedding, "embedding");
+    }
+
+    @Test
+    void recurrentLayersAreFp32() {
+        assertCategory(
+                CastCategory.FP32,
+                LSTM.builder().setStateSize(4).setNumLayers(1).build(),
+                "recurrent");
+        assertCategory(
+                CastCategory.FP32,
+                GRU.builder().setStateSize(4).setNumLayers(1).build(),
+                "recurrent");
+        assertCategory(
+                CastCategory.FP32,
+                RNN.builder().setStateSize(4).setNumLayers(2).build(),
+                "recurrent");
+    }
+
+    @Test
+    void transformerBlocksAreFp32() {
+        assertCategory(
+                CastCategory.FP32,
+                new TransformerEncoderBlock(8, 2, 16, 0.1f, Activation::relu),
+                "transformer");
+        assertCategory(
+                CastCategory.FP32,
+                ScaledDotProductAttentionBlock.builder()
+                        .setEmbeddingSize(8)
+                        .setHeadCount(2)
+                        .build(),
+                "transformer");
+        // a SequentialBlock subclass: the transformer rule, not CONTAINER
+        assertCategory(
+                CastCategory.FP32,
+                new PointwiseFeedForwardBlock(List.of(16), 8, Activation::relu),
+                "transformer");
+    }
+
+    @Test
+    void unknownBlocksAreFp32() {
+        assertCategory(CastCategory.FP32, new TestBlocks.Leaf(), "unknown leaf");
+        assertCategory(CastCategory.FP32, Activation.preluBlock(), "unknown leaf");
+        assertCategory(
+                CastCategory.FP32,
+                new TestBlocks.Composite(Linear.builder().setUnits(2).build()),
+                "opaque composite");
+    }
+
+    @Test
+    void defaultsDoNotDependOnPaths() {
+        Map<String, Block> all = BlockPaths.walk(TestBlocks.tree());
+        assertEquals(CastCategory.CONTAINER, DefaultCastRules.categoryOf(all.get("")));
+        assertEquals(CastCategory.LOW, DefaultCastRules.categoryOf(all.get("01Linear")));
+        assertEquals(
+                CastCategory.PASS_THROUGH, DefaultCastRules.categoryOf(all.get("03LambdaBlock")));
+    }
+}

@@ -1,0 +1,90 @@
+package io.github.djlamp.amp.policy;
+
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.types.Shape;
+import ai.djl.nn.AbstractBlock;
+import ai.djl.nn.Block;
+import ai.djl.nn.LambdaBlock;
+import ai.djl.nn.SequentialBlock;
+import ai.djl.nn.core.Linear;
+import ai.djl.nn.norm.BatchNorm;
+import ai.djl.nn.norm.LayerNorm;
+import ai.djl.training.ParameterStore;
+import ai.djl.util.PairList;
+
+/** Blocks for the policy tests; none of them is ever run. */
+final class TestBlocks {
+
+    private TestBlocks() {}
+
+    /** A leaf block djl-amp knows nothing about. */
+    static class Leaf extends AbstractBlock {
+        @Override
+        protected NDList forwardInternal(
+                ParameterStore store, NDList inputs, boolean training, PairList<String, Object> p) {
+            return inputs;
+        }
+
+        @Override
+        public Shape[] getOutputShapes(Shape[] inputShapes) {
+            return inputShapes;
+        }
+    }
+
+    /** A composite whose forward pass djl-amp cannot see: an opaque composite. */
+    static class Composite extends Leaf {
+        Composite(Block... children) {
+            for (Block child : children) {
+                addChildBlock(child.getClass().getSimpleName(), child);
+            }
+        }
+    }
+
+    /** A composite adding a child under a name holding the path separator and an escape. */
+    static class OddlyNamed extends Leaf {
+        OddlyNamed(String childName, Block child) {
+            addChildBlock(childName, child);
+        }
+    }
+
+    /** A user subclass of Linear. */
+    static class MyLinear extends Linear {
+        MyLinear() {
+            super(Linear.builder().setUnits(4));
+        }
+    }
+
+    /** A subclass of MyLinear, to test the most specific class override. */
+    static final class MyFinerLinear extends MyLinear {}
+
+    /** A subclass of SequentialBlock that may change how children run. */
+    static final class MySequential extends SequentialBlock {}
+
+    /**
+     * Builds the tree used by several tests (path, class):
+     *
+     * <pre>
+     * ""                        SequentialBlock
+     * 01Linear                  Linear
+     * 02BatchNorm               BatchNorm
+     * 03LambdaBlock             ReLU lambda
+     * 04SequentialBlock         SequentialBlock
+     * 04SequentialBlock/01Linear      Linear
+     * 04SequentialBlock/02LayerNorm   LayerNorm
+     * 05Composite               opaque composite
+     * 05Composite/01Linear      Linear (inside a unit)
+     * </pre>
+     */
+    static SequentialBlock tree() {
+        SequentialBlock inner =
+                new SequentialBlock()
+                        .add(Linear.builder().setUnits(8).build())
+                        .add(LayerNorm.builder().build());
+        return new SequentialBlock()
+                .add(Linear.builder().setUnits(8).build())
+                .add(BatchNorm.builder().build())
+                .add(new LambdaBlock(ai.djl.nn.Activation::relu, "ReLU"))
+                .add(inner)
+                .add(new Composite(Linear.builder().setUnits(2).build()));
+    }
+}
