@@ -11,10 +11,10 @@ import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.spi.AmpBackend;
 
 /**
- * The parameter store one forward pass of a {@link MixedPrecisionBlock} hands down its shadow
- * tree: the trainer's own store, plus the step's casting context. Low-precision stages read WEIGHT
- * and BIAS parameters through it, cast to the compute precision; every other stage reads the
- * trainer's store directly.
+ * The parameter store one forward pass of a {@link MixedPrecisionBlock} hands down its shadow tree:
+ * the trainer's own store, plus the step's casting context. Low-precision stages read WEIGHT and
+ * BIAS parameters through it, cast to the compute precision; every other stage reads the trainer's
+ * store directly.
  */
 final class CastingParameterStore extends ParameterStore {
 

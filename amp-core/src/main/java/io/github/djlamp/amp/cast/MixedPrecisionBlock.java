@@ -28,10 +28,10 @@ import java.util.function.Predicate;
 /**
  * A block that computes in 16 bits while its parameters stay fp32 masters.
  *
- * <p>It is the wrapped block in every respect but forward: the same parameters with the same
- * names, the same initialization, the same saved parameter file. Forward runs a shadow of the block
- * tree in which each leaf computes in the precision the {@link PrecisionPolicy} gives it; each
- * WEIGHT and BIAS of a low-precision leaf is cast once per step per device; activations stay 16-bit
+ * <p>It is the wrapped block in every respect but forward: the same parameters with the same names,
+ * the same initialization, the same saved parameter file. Forward runs a shadow of the block tree
+ * in which each leaf computes in the precision the {@link PrecisionPolicy} gives it; each WEIGHT
+ * and BIAS of a low-precision leaf is cast once per step per device; activations stay 16-bit
  * between 16-bit leaves; and every floating output is cast back to fp32, so the loss is computed in
  * fp32.
  *

@@ -60,7 +60,8 @@ final class PrecisionStage extends AbstractBlock {
         switch (category) {
             case LOW:
                 Precision compute = casting.computePrecision();
-                return inner.forward(casting, casting.castFloating(inputs, compute), training, params);
+                return inner.forward(
+                        casting, casting.castFloating(inputs, compute), training, params);
             case FP32:
                 return inner.forward(
                         casting.delegate(),

@@ -19,8 +19,8 @@ import java.util.function.Function;
 
 /**
  * Builds the shadow of a block tree: the same leaves, each inside a {@link PrecisionStage}, under
- * copies of DJL's containers. The shadow shares every block and parameter with the original and
- * is only ever used for forward.
+ * copies of DJL's containers. The shadow shares every block and parameter with the original and is
+ * only ever used for forward.
  */
 final class ShadowTree {
 
@@ -37,7 +37,8 @@ final class ShadowTree {
         }
         List<Block> children = new ArrayList<>();
         for (Pair<String, Block> child : block.getChildren()) {
-            children.add(shadowOf(child.getValue(), BlockPaths.child(path, child.getKey()), policy));
+            children.add(
+                    shadowOf(child.getValue(), BlockPaths.child(path, child.getKey()), policy));
         }
         if (block instanceof SequentialBlock) {
             return new Sequential().addAll(children);

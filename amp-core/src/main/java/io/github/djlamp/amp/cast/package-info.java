@@ -2,10 +2,10 @@
  * The precision-casting block wrapper: 16-bit compute over fp32 master weights.
  *
  * <p>{@link io.github.djlamp.amp.cast.MixedPrecisionBlock} is the user's block in every respect
- * (parameters, names, initialization, saved files) except forward, which runs a shadow of the
- * block tree in which every leaf is a {@link io.github.djlamp.amp.cast.PrecisionStage}: it casts
- * the leaf's floating inputs to the precision the policy gives it and, for low-precision leaves,
- * hands it its WEIGHT and BIAS parameters cast once per step by a {@link
+ * (parameters, names, initialization, saved files) except forward, which runs a shadow of the block
+ * tree in which every leaf is a {@link io.github.djlamp.amp.cast.PrecisionStage}: it casts the
+ * leaf's floating inputs to the precision the policy gives it and, for low-precision leaves, hands
+ * it its WEIGHT and BIAS parameters cast once per step by a {@link
  * io.github.djlamp.amp.cast.WeightCastCache}.
  */
 package io.github.djlamp.amp.cast;

@@ -72,8 +72,8 @@ public final class GradientSet {
     }
 
     /**
-     * Returns the names of the first {@code limit} parameters whose gradients hold Inf or NaN. Reads
-     * every gradient back to the host: for error reports, not for the training hot path.
+     * Returns the names of the first {@code limit} parameters whose gradients hold Inf or NaN.
+     * Reads every gradient back to the host: for error reports, not for the training hot path.
      *
      * @param limit the most names to return
      * @return the names, in the order added (a parameter on several devices is named once)

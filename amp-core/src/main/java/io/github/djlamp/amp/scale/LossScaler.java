@@ -23,8 +23,8 @@ import java.util.Map;
  *   <li>{@link #unscaleAndCheck(GradientSet, NDManager)}: one fused unscale and Inf/NaN check over
  *       every device's gradients, one host read of the verdict; {@link #isStepSkipped()} then says
  *       whether the optimizer must skip this step;
- *   <li>{@link #update()}: the scale update (back off on overflow, grow after a run of clean steps),
- *       on the device through {@code _amp_update_scale_}.
+ *   <li>{@link #update()}: the scale update (back off on overflow, grow after a run of clean
+ *       steps), on the device through {@code _amp_update_scale_}.
  * </ol>
  *
  * <p>The scale and growth tracker live on the device; a host mirror, advanced from the same verdict
@@ -162,8 +162,8 @@ public final class LossScaler implements AutoCloseable {
      *
      * @param loss the unscaled loss, fp32 or fp16
      * @return the scaled loss (the same array when scaling is off)
-     * @throws AmpException when the step's gradients were already checked, or when the loss is
-     *     bf16 (DJL's backward on bf16 terminates the JVM)
+     * @throws AmpException when the step's gradients were already checked, or when the loss is bf16
+     *     (DJL's backward on bf16 terminates the JVM)
      */
     public NDArray scale(NDArray loss) {
         backend.requireDjlSafe(loss, "backward");
@@ -314,8 +314,7 @@ public final class LossScaler implements AutoCloseable {
      * @return the state
      */
     public ScalerState state() {
-        return new ScalerState(
-                hostScale, hostTracker, overflowsSinceChange, steps, skippedSteps);
+        return new ScalerState(hostScale, hostTracker, overflowsSinceChange, steps, skippedSteps);
     }
 
     /**

@@ -23,14 +23,19 @@ public final class LossScaling {
 
     /** GradScaler's initial scale, 2^16. */
     public static final float DEFAULT_INIT_SCALE = 65536f;
+
     /** GradScaler's growth factor. */
     public static final double DEFAULT_GROWTH_FACTOR = 2.0;
+
     /** GradScaler's backoff factor. */
     public static final double DEFAULT_BACKOFF_FACTOR = 0.5;
+
     /** GradScaler's growth interval: clean steps between growths. */
     public static final int DEFAULT_GROWTH_INTERVAL = 2000;
+
     /** The default floor of the scale: reaching below it stops training with an explanation. */
     public static final float DEFAULT_MIN_SCALE = 1f;
+
     /** The default ceiling of the scale, 2^24: the scale never grows past it. */
     public static final float DEFAULT_MAX_SCALE = 16777216f;
 
@@ -77,8 +82,7 @@ public final class LossScaling {
     }
 
     /**
-     * Returns a builder for dynamic loss scaling, starting from the defaults of {@link
-     * #dynamic()}.
+     * Returns a builder for dynamic loss scaling, starting from the defaults of {@link #dynamic()}.
      *
      * @return a builder
      */
@@ -299,8 +303,7 @@ public final class LossScaling {
         }
 
         /**
-         * Sets the factor the scale backs off by on overflow (GradScaler's {@code
-         * backoff_factor}).
+         * Sets the factor the scale backs off by on overflow (GradScaler's {@code backoff_factor}).
          *
          * @param factor strictly between 0 and 1
          * @return this builder

@@ -4,8 +4,8 @@ import java.util.Locale;
 import java.util.Objects;
 
 /**
- * A snapshot of a {@link LossScaler}'s state, for checkpoints: saved with the model and restored
- * so that resumed training continues with the same scale and growth tracker.
+ * A snapshot of a {@link LossScaler}'s state, for checkpoints: saved with the model and restored so
+ * that resumed training continues with the same scale and growth tracker.
  */
 public final class ScalerState {
 

@@ -3,9 +3,9 @@
  * machine that runs it on PyTorch's own GradScaler kernels ({@link
  * io.github.djlamp.amp.scale.LossScaler}).
  *
- * <p>fp16 holds magnitudes down to 2^-24 only, so small gradients underflow to zero. Multiplying the
- * loss by a scale S before backward multiplies every gradient by S; the gradients are divided by S
- * again before the optimizer sees them. A dynamic scale starts high (2^16), halves and skips the
- * step whenever a gradient overflows to Inf/NaN, and doubles after a run of clean steps.
+ * <p>fp16 holds magnitudes down to 2^-24 only, so small gradients underflow to zero. Multiplying
+ * the loss by a scale S before backward multiplies every gradient by S; the gradients are divided
+ * by S again before the optimizer sees them. A dynamic scale starts high (2^16), halves and skips
+ * the step whenever a gradient overflows to Inf/NaN, and doubles after a run of clean steps.
  */
 package io.github.djlamp.amp.scale;

@@ -61,8 +61,8 @@ public final class AmpSession implements AutoCloseable {
      * Creates a session for a wrapped block.
      *
      * @param block the wrapped block being trained
-     * @param scaling the loss scaling, or null for the precision's default (dynamic for fp16,
-     *     none for bf16 and fp32)
+     * @param scaling the loss scaling, or null for the precision's default (dynamic for fp16, none
+     *     for bf16 and fp32)
      */
     public AmpSession(MixedPrecisionBlock block, LossScaling scaling) {
         this.block = block;
@@ -91,7 +91,8 @@ public final class AmpSession implements AutoCloseable {
 
     private static Iterable<ai.djl.training.listener.TrainingListener> listenersOf(
             Trainer trainer) {
-        java.util.List<ai.djl.training.listener.TrainingListener> found = new java.util.ArrayList<>();
+        java.util.List<ai.djl.training.listener.TrainingListener> found =
+                new java.util.ArrayList<>();
         trainer.notifyListeners(found::add);
         return found;
     }
@@ -176,8 +177,8 @@ public final class AmpSession implements AutoCloseable {
     }
 
     /**
-     * Unscales every device's gradients in place and checks them for Inf/NaN; on overflow, the
-     * next optimizer step is skipped.
+     * Unscales every device's gradients in place and checks them for Inf/NaN; on overflow, the next
+     * optimizer step is skipped.
      *
      * @param stepManager a manager closed at the end of the step
      * @return true when the step must be skipped

@@ -10,8 +10,8 @@ import org.slf4j.LoggerFactory;
 /**
  * Ties mixed precision into {@code EasyTrain.fit}: after backward and before the optimizer (DJL's
  * {@code onTrainingBatch}, the only hook there), one fused unscale-and-check over every device's
- * gradients, one host read of the verdict, and the scale update. Publishes {@value #LOSS_SCALE}
- * and {@value #SKIPPED_STEPS} to the trainer's {@link Metrics} and logs a summary per epoch.
+ * gradients, one host read of the verdict, and the scale update. Publishes {@value #LOSS_SCALE} and
+ * {@value #SKIPPED_STEPS} to the trainer's {@link Metrics} and logs a summary per epoch.
  */
 public final class AmpTrainingListener extends TrainingListenerAdapter {
 

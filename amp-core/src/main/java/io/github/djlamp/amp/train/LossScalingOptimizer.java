@@ -9,9 +9,9 @@ import java.util.Objects;
  *
  * <p>By the time DJL calls {@link #update}, djl-amp has unscaled the gradients in place, so the
  * inner optimizer's gradient clipping and weight decay see true gradients. On a step whose
- * gradients overflowed, the inner optimizer is not called at all, so weights and its state (moments,
- * update counts) stay exactly as they were, and the gradient is cleared so it does not add into the
- * next step. After a real update, the weight's 16-bit casts are dropped.
+ * gradients overflowed, the inner optimizer is not called at all, so weights and its state
+ * (moments, update counts) stay exactly as they were, and the gradient is cleared so it does not
+ * add into the next step. After a real update, the weight's 16-bit casts are dropped.
  */
 public final class LossScalingOptimizer extends Optimizer {
 

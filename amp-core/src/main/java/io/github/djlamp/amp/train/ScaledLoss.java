@@ -9,8 +9,8 @@ import java.util.Objects;
  * The user's loss, multiplied by the loss scale for backward.
  *
  * <p>{@code EasyTrain} passes what {@link #evaluate} returns to backward, so that value is scaled.
- * Every accumulator (the loss DJL reports in its metrics, logs and training result) is delegated
- * to the user's loss and stays unscaled.
+ * Every accumulator (the loss DJL reports in its metrics, logs and training result) is delegated to
+ * the user's loss and stays unscaled.
  */
 public final class ScaledLoss extends Loss {
 
