@@ -41,6 +41,10 @@ import java.util.function.Predicate;
  *
  * <p>Subclasses match the rules of their superclasses, except for CONTAINER: a subclass of {@code
  * SequentialBlock} may override its forward pass, so it is an opaque composite.
+ *
+ * <p>The PASS_THROUGH rows were checked with DJL 0.35.1 and PyTorch 2.7.1 on CPU: BatchNorm,
+ * GhostBatchNorm, Dropout and each listed lambda ran forward and backward, training and inference,
+ * on bf16 input, returned bf16 and passed gradients back.
  */
 public final class DefaultCastRules {
 

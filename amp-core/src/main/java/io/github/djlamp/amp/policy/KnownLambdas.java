@@ -12,9 +12,15 @@ import java.util.Set;
  * them is an element-wise activation, a pooling or a reshape, and none calls softmax or log-softmax
  * (which terminate the JVM on bf16 arrays in DJL's PyTorch engine). Left out on purpose: {@link
  * LambdaBlock#DEFAULT_NAME} ({@code anonymous}, any user lambda), {@code ones} from {@code
- * Blocks.onesBlock} (makes new arrays of a fixed type rather than transforming its input), and the
- * class-derived names {@code LambdaBlock.singleton(Function)} gives. A user lambda that takes one
- * of these names is trusted to behave like DJL's.
+ * Blocks.onesBlock} (makes new arrays of a fixed type rather than transforming its input), the
+ * class-derived names {@code LambdaBlock.singleton(Function)} gives, {@code avgPool3d} (PyTorch
+ * 2.7.1 has no bf16 CPU kernel for it: "avg_pool3d_out_frame not implemented for 'BFloat16'") and
+ * {@code lpPool3d}/{@code globalLpPool3d} (DJL's PyTorch engine does not support them at all). A
+ * user lambda that takes one of these names is trusted to behave like DJL's.
+ *
+ * <p>Every name listed was checked with DJL 0.35.1 and PyTorch 2.7.1 on CPU: the block run forward
+ * and backward, in training and in inference, on a bf16 input made by the engine backend; each
+ * returned bf16, close to its fp32 result, with gradients reaching the fp32 input.
  */
 final class KnownLambdas {
 
@@ -45,16 +51,13 @@ final class KnownLambdas {
                     "globalMaxPool3d",
                     "avgPool1d",
                     "avgPool2d",
-                    "avgPool3d",
                     "globalAvgPool1d",
                     "globalAvgPool2d",
                     "globalAvgPool3d",
                     "lpPool1d",
                     "lpPool2d",
-                    "lpPool3d",
                     "globalLpPool1d",
-                    "globalLpPool2d",
-                    "globalLpPool3d");
+                    "globalLpPool2d");
 
     /** Names from {@code Blocks.batchFlattenBlock(...)} and {@code Blocks.identityBlock()}. */
     private static final Set<String> RESHAPES = Set.of("batchFlatten", "identity");
