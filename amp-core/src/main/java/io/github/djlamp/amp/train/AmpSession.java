@@ -281,14 +281,14 @@ public final class AmpSession implements AutoCloseable {
             if (!parameter.requiresGradient() || !parameter.isInitialized()) {
                 continue;
             }
-            for (Device device : devices) {
+            for (int replica = 0; replica < devices.length; replica++) {
                 NDArray weight =
                         store != null
-                                ? store.getValue(parameter, device, true)
+                                ? store.getValue(parameter, devices[replica], true)
                                 : parameter.getArray();
                 NDArray grad = weight.getGradient();
                 grad.attach(stepManager);
-                set.add(pair.getKey(), grad);
+                set.add(pair.getKey(), replica, grad);
                 if (store == null) {
                     break;
                 }

@@ -113,6 +113,42 @@ class LossScalerTest {
         }
     }
 
+    /** Three replicas stand for three devices: the check covers all and merges their flags. */
+    private boolean stepReplicas(LossScaler scaler, int badReplica, float bad) {
+        try (NDManager step = manager.newSubManager()) {
+            GradientSet grads = new GradientSet();
+            NDArray[] arrays = new NDArray[3];
+            for (int replica = 0; replica < 3; replica++) {
+                float value = replica == badReplica ? bad : 65536f * (replica + 1);
+                arrays[replica] = step.create(new float[] {65536f, value});
+                grads.add("w", replica, arrays[replica]);
+                grads.add("b", replica, step.create(new float[] {131072f}));
+            }
+            boolean skipped = scaler.unscaleAndCheck(grads, step);
+            if (!skipped) {
+                for (int replica = 0; replica < 3; replica++) {
+                    assertArrayEquals(
+                            new float[] {1f, replica + 1f}, arrays[replica].toFloatArray());
+                }
+            }
+            scaler.update();
+            return skipped;
+        }
+    }
+
+    @Test
+    void anInfOnAnyReplicaSkipsTheStepForAll() {
+        try (LossScaler scaler = scaler(LossScaling.dynamic())) {
+            assertFalse(stepReplicas(scaler, -1, 0f), "all replicas finite");
+            for (int bad = 0; bad < 3; bad++) {
+                assertTrue(stepReplicas(scaler, bad, Float.POSITIVE_INFINITY), "Inf on " + bad);
+            }
+            assertTrue(stepReplicas(scaler, 2, Float.NaN));
+            assertEquals(4, scaler.getSkippedSteps());
+            assertEquals(65536f / 16, scaler.getScale());
+        }
+    }
+
     @Test
     void hysteresisToleratesOverflowsBeforeBackingOff() {
         LossScaling config = LossScaling.dynamicBuilder().hysteresis(3).growthInterval(100).build();
