@@ -58,12 +58,18 @@ final class AlignmentTable {
             out.append(line.toString().stripTrailing()).append('\n');
         }
         out.append(MARK)
-                .append(" not a multiple of ")
+                .append(" = not a multiple of ")
                 .append(AlignmentReport.MULTIPLE)
-                .append(". Linear: M = rows (batch), N = units, K = in features, all three should")
-                .append(" be multiples. Convolution: M = batch x output positions, N = filters,")
-                .append(" K = in-channels/groups x kernel volume; in and out channels (per group)")
-                .append(" should be multiples, M is tiled by cuDNN. FLOPs: share of 2*M*N*K.\n");
+                .append(". FLOPs = share of the 16-bit FLOPs, 2*M*N*K each.\n");
+        if (report.getEntries().stream().anyMatch(e -> e.getKind() == LayerKind.LINEAR)) {
+            out.append("Linear: M = rows (batch), N = units, K = in features; all three should be")
+                    .append(" multiples of 8.\n");
+        }
+        if (report.getEntries().stream().anyMatch(e -> e.getKind() == LayerKind.CONVOLUTION)) {
+            out.append("Convolution (implicit GEMM): M = batch x output positions, N = filters,")
+                    .append(" K = in-channels/groups x kernel volume; in and out channels (per")
+                    .append(" group) should be multiples of 8, cuDNN tiles M itself.\n");
+        }
         return out.append(report.getSummary()).append('\n').toString();
     }
 

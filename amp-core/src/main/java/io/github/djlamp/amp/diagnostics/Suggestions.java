@@ -53,6 +53,7 @@ final class Suggestions {
                             ? "pad in features "
                                     + upTo(s.getK())
                                     + " with zero features in the input"
+                                    + leaveIfSmall(flopShare)
                             : "in features "
                                     + upTo(s.getK())
                                     + ": round the width of the layer before it up to a multiple"
@@ -94,7 +95,8 @@ final class Suggestions {
                         "pad in-channels "
                                 + upTo(g.inChannels)
                                 + " with zero channels in the input (cuDNN pads small channel"
-                                + " counts itself, at a cost)");
+                                + " counts itself, at a cost)"
+                                + leaveIfSmall(flopShare));
             } else {
                 out.add(
                         "in-channels "
@@ -143,6 +145,13 @@ final class Suggestions {
                 + ": pad "
                 + upTo(width)
                 + " and ignore the extra outputs";
+    }
+
+    /** For input padding: a note that a layer this cheap may be left as it is. */
+    private static String leaveIfSmall(double flopShare) {
+        return flopShare < NEGLIGIBLE_SHARE
+                ? "; at " + percent(flopShare) + " of the 16-bit FLOPs, leaving it is fine"
+                : "";
     }
 
     private static String upTo(long value) {

@@ -45,6 +45,8 @@ class ConvolutionAlignmentTest {
         assertTrue(
                 e.getSuggestion().startsWith("pad in-channels 3 -> 8 with zero channels"),
                 e.getSuggestion());
+        // the only layer, 100% of the FLOPs: not a layer to leave as it is
+        assertFalse(e.getSuggestion().contains("leaving it is fine"), e.getSuggestion());
         assertEquals(2L * 1800 * 16 * 75, e.getFlops());
     }
 

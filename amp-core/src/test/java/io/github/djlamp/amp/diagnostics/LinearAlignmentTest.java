@@ -46,6 +46,7 @@ class LinearAlignmentTest {
         assertTrue(
                 hidden.getSuggestion().contains("pad in features 100 -> 104"),
                 hidden.getSuggestion());
+        assertFalse(hidden.getSuggestion().contains("leaving it is fine"), hidden.getSuggestion());
 
         // (32, 64) x (64, 10): the output layer, N = 10 classes.
         AlignmentEntry output = entries.get(1);

@@ -149,6 +149,10 @@ class ReportPolicyAndFormatTest {
         assertTrue(lines[2].contains("round units 60 -> 64"), lines[2]);
         assertTrue(lines[2].contains(" NO "), lines[2]);
         assertEquals(report.getSummary(), lines[lines.length - 1]);
+        assertTrue(lines[4].startsWith("* = not a multiple of 8."), lines[4]);
+        assertTrue(lines[5].startsWith("Linear: M = rows (batch)"), lines[5]);
+        // no convolution in the model: no convolution legend
+        assertFalse(table.contains("Convolution (implicit GEMM)"), table);
         assertTrue(report.getSummary().startsWith("0 of 2 16-bit layers aligned, 2 misaligned"));
         assertEquals(table, report.toString());
         // no grouped layer: no groups column
