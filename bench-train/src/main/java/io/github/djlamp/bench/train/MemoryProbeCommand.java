@@ -1,0 +1,68 @@
+package io.github.djlamp.bench.train;
+
+import com.google.gson.Gson;
+import com.google.gson.JsonObject;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+
+/**
+ * Measures one configuration's memory in a JVM of its own (started by {@link MemoryCommand}): the
+ * resident size with the model ready, the peak over the warm-up steps, and the peak of one
+ * steady-state step (the high-water mark reset just before it). Prints one line {@code RESULT
+ * {json}}.
+ */
+@Command(
+        name = "memory-probe",
+        description = "Peak resident memory of training steps of one configuration (child JVM).")
+final class MemoryProbeCommand implements Callable<Integer> {
+
+    /** The prefix of the line that carries the measurement. */
+    static final String PREFIX = "RESULT ";
+
+    @Option(names = "--network", defaultValue = "resnet18", description = "resnet18 or resnet50")
+    String network;
+
+    @Option(names = "--variant", required = true, description = "A variant key, e.g. djl-fp32.")
+    String variant;
+
+    @Option(names = "--batch", required = true, description = "Batch size.")
+    int batch;
+
+    @Option(
+            names = "--warmup",
+            defaultValue = "1",
+            description = "Steps before the high-water mark is reset.")
+    int warmup;
+
+    @Override
+    public Integer call() {
+        Network net = Network.of(network);
+        Variant v = Variant.of(variant);
+        try (TrainingRig rig = TrainingRig.create(net, v, batch)) {
+            long readyKib = ProcStatus.rssKib();
+            long warmupNanos = 0;
+            for (int i = 0; i < warmup; i++) {
+                warmupNanos += rig.step();
+            }
+            long warmupPeakKib = ProcStatus.peakKib();
+            long beforeStepKib = ProcStatus.rssKib();
+            ProcStatus.resetPeak();
+            long stepNanos = rig.step();
+            long stepPeakKib = ProcStatus.peakKib();
+            JsonObject json = new JsonObject();
+            json.addProperty("network", net.key());
+            json.addProperty("variant", v.key());
+            json.addProperty("batch", batch);
+            json.addProperty("readyRssKib", readyKib);
+            json.addProperty("warmupPeakKib", warmupPeakKib);
+            json.addProperty("beforeStepRssKib", beforeStepKib);
+            json.addProperty("stepPeakKib", stepPeakKib);
+            json.addProperty("processPeakKib", Math.max(warmupPeakKib, stepPeakKib));
+            json.addProperty("warmupMs", warmupNanos / 1e6);
+            json.addProperty("stepMs", stepNanos / 1e6);
+            System.out.println(PREFIX + new Gson().toJson(json));
+        }
+        return 0;
+    }
+}

@@ -1,0 +1,124 @@
+package io.github.djlamp.bench.train;
+
+import ai.djl.engine.Engine;
+import ai.djl.pytorch.jni.JniUtils;
+import com.google.gson.GsonBuilder;
+import com.google.gson.JsonArray;
+import com.google.gson.JsonObject;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+
+/**
+ * Trains every variant of one network in one JVM, alternating step by step (the order rotates each
+ * round, so no variant always runs after the same one), and writes every step's time.
+ */
+@Command(
+        name = "throughput",
+        description = "Step times of several variants of one network, alternating, in one JVM.")
+final class ThroughputCommand implements Callable<Integer> {
+
+    @Option(names = "--network", defaultValue = "resnet18", description = "resnet18 or resnet50")
+    String network;
+
+    @Option(names = "--batch", defaultValue = "64", description = "Batch size.")
+    int batch;
+
+    @Option(
+            names = "--variants",
+            defaultValue = "djl-fp32,djl-amp-bf16,djl-amp-bf16-nchw",
+            description =
+                    "Comma-separated: djl-fp32, djl-amp-bf16, djl-amp-bf16-nchw,"
+                            + " djl-amp-fp32-dynamic.")
+    String variants;
+
+    @Option(names = "--warmup", defaultValue = "5", description = "Untimed steps per variant.")
+    int warmup;
+
+    @Option(names = "--steps", defaultValue = "20", description = "Timed steps per variant.")
+    int steps;
+
+    @Option(names = "--out", required = true, description = "The JSON file to write.")
+    Path out;
+
+    @Override
+    public Integer call() throws Exception {
+        Network net = Network.of(network);
+        List<Variant> list = Variant.listOf(variants);
+        String loadBefore = Load.averages();
+        List<TrainingRig> rigs = new ArrayList<>();
+        try {
+            for (Variant v : list) {
+                rigs.add(TrainingRig.create(net, v, batch));
+            }
+            for (int i = 0; i < warmup; i++) {
+                for (TrainingRig rig : rigs) {
+                    rig.step();
+                }
+            }
+            double[][] ms = new double[rigs.size()][steps];
+            for (int round = 0; round < steps; round++) {
+                for (int k = 0; k < rigs.size(); k++) {
+                    int index = (round + k) % rigs.size();
+                    ms[index][round] = rigs.get(index).step() / 1e6;
+                }
+            }
+            JsonObject json = new JsonObject();
+            json.addProperty("framework", "DJL");
+            json.addProperty(
+                    "frameworkVersion",
+                    "DJL "
+                            + Engine.getDjlVersion()
+                            + ", PyTorch engine "
+                            + Engine.getInstance().getVersion());
+            json.addProperty("network", net.key());
+            json.addProperty("description", net.describe());
+            json.addProperty("batch", batch);
+            json.addProperty("threads", JniUtils.getNumThreads());
+            json.addProperty("parameters", rigs.get(0).parameterCount());
+            json.addProperty("parameterShapes", rigs.get(0).parameterShapes());
+            json.addProperty("warmup", warmup);
+            json.addProperty("loadBefore", loadBefore);
+            json.addProperty("loadAfter", Load.averages());
+            JsonArray variantsJson = new JsonArray();
+            for (int k = 0; k < rigs.size(); k++) {
+                JsonObject v = new JsonObject();
+                v.addProperty("key", rigs.get(k).getVariant().key());
+                v.addProperty("label", rigs.get(k).getVariant().label());
+                JsonArray times = new JsonArray();
+                for (double t : ms[k]) {
+                    times.add(Math.round(t * 1000) / 1000.0);
+                }
+                v.add("stepMs", times);
+                variantsJson.add(v);
+                Samples s = new Samples(ms[k]);
+                System.out.printf(
+                        "%-22s median %8.1f ms  (IQR %.1f-%.1f)  %7.1f img/s%n",
+                        rigs.get(k).getVariant().key(),
+                        s.median(),
+                        s.q1(),
+                        s.q3(),
+                        batch * 1000 / s.median());
+            }
+            json.add("variants", variantsJson);
+            Path parent = out.toAbsolutePath().getParent();
+            if (parent != null) {
+                Files.createDirectories(parent);
+            }
+            Files.writeString(
+                    out,
+                    new GsonBuilder().setPrettyPrinting().create().toJson(json) + "\n",
+                    StandardCharsets.UTF_8);
+            return 0;
+        } finally {
+            for (TrainingRig rig : rigs) {
+                rig.close();
+            }
+        }
+    }
+}

@@ -1,0 +1,173 @@
+package io.github.djlamp.bench.train;
+
+import ai.djl.Model;
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.DataType;
+import ai.djl.ndarray.types.Shape;
+import ai.djl.nn.Parameter;
+import ai.djl.training.DefaultTrainingConfig;
+import ai.djl.training.EasyTrain;
+import ai.djl.training.Trainer;
+import ai.djl.training.dataset.Batch;
+import ai.djl.training.loss.Loss;
+import ai.djl.training.optimizer.Optimizer;
+import ai.djl.training.tracker.Tracker;
+import ai.djl.util.Pair;
+
+/**
+ * One network trained one way: a model, its trainer, and a step on fresh random data, exactly as
+ * {@code EasyTrain.fit} runs it ({@code trainBatch}, {@code step}, {@code batch.close()}).
+ *
+ * <p>Every variant trains with the same loss (softmax cross-entropy) and optimizer (SGD, learning
+ * rate 0.01, momentum 0.9) as {@code bench/train/pytorch_resnet.py}.
+ */
+public final class TrainingRig implements AutoCloseable {
+
+    /** The learning rate of every benchmark's SGD. */
+    public static final float LEARNING_RATE = 0.01f;
+
+    /** The momentum of every benchmark's SGD. */
+    public static final float MOMENTUM = 0.9f;
+
+    private final Network network;
+    private final Variant variant;
+    private final int batchSize;
+    private final Model model;
+    private final Trainer trainer;
+
+    private TrainingRig(
+            Network network, Variant variant, int batchSize, Model model, Trainer trainer) {
+        this.network = network;
+        this.variant = variant;
+        this.batchSize = batchSize;
+        this.model = model;
+        this.trainer = trainer;
+    }
+
+    /**
+     * Builds and initializes a network for training.
+     *
+     * @param network the network
+     * @param variant how to train it
+     * @param batchSize the batch size of every step
+     * @return the rig, ready to step
+     */
+    public static TrainingRig create(Network network, Variant variant, int batchSize) {
+        Model model = Model.newInstance(network.key() + "-" + variant.key(), "PyTorch");
+        try {
+            model.setBlock(variant.wrap(network.build()));
+            DefaultTrainingConfig base =
+                    new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss())
+                            .optOptimizer(
+                                    Optimizer.sgd()
+                                            .setLearningRateTracker(Tracker.fixed(LEARNING_RATE))
+                                            .optMomentum(MOMENTUM)
+                                            .build());
+            Trainer trainer = model.newTrainer(variant.configure(base, model.getBlock()));
+            // Parameter shapes do not depend on the batch; initializing with one image keeps the
+            // shape inference of DJL's lambda blocks from touching batch-sized memory.
+            trainer.initialize(network.inputShape(1));
+            return new TrainingRig(network, variant, batchSize, model, trainer);
+        } catch (RuntimeException e) {
+            model.close();
+            throw e;
+        }
+    }
+
+    /**
+     * Returns the variant.
+     *
+     * @return how this rig trains
+     */
+    public Variant getVariant() {
+        return variant;
+    }
+
+    /**
+     * Returns the trainer.
+     *
+     * @return the trainer
+     */
+    public Trainer getTrainer() {
+        return trainer;
+    }
+
+    /**
+     * Returns the number of trainable scalars of the network.
+     *
+     * @return the parameter count
+     */
+    public long parameterCount() {
+        long count = 0;
+        for (Pair<String, Parameter> p : model.getBlock().getParameters()) {
+            if (p.getValue().requiresGradient()) {
+                count += p.getValue().getArray().size();
+            }
+        }
+        return count;
+    }
+
+    /**
+     * Returns the shapes of the trainable parameters in the network's order, e.g. {@code
+     * 64x1x3x3;64;64}: the PyTorch script writes the same list for its copy of the network.
+     *
+     * @return the shapes joined by semicolons
+     */
+    public String parameterShapes() {
+        StringBuilder shapes = new StringBuilder();
+        for (Pair<String, Parameter> p : model.getBlock().getParameters()) {
+            if (p.getValue().requiresGradient()) {
+                if (shapes.length() > 0) {
+                    shapes.append(';');
+                }
+                long[] dims = p.getValue().getArray().getShape().getShape();
+                for (int i = 0; i < dims.length; i++) {
+                    shapes.append(i == 0 ? "" : "x").append(dims[i]);
+                }
+            }
+        }
+        return shapes.toString();
+    }
+
+    /**
+     * Runs one training step on a fresh batch of random images and labels.
+     *
+     * <p>The timer covers what {@code EasyTrain.fit} does per batch: {@code trainBatch} (forward,
+     * loss, backward, listeners), {@code trainer.step()} and {@code batch.close()}; making the
+     * random batch is not timed.
+     *
+     * @return the step's wall time in nanoseconds
+     */
+    public long step() {
+        Batch batch = randomBatch();
+        long start = System.nanoTime();
+        EasyTrain.trainBatch(trainer, batch);
+        trainer.step();
+        batch.close();
+        return System.nanoTime() - start;
+    }
+
+    /**
+     * Makes a batch of uniform random images and random labels on its own manager, which closing
+     * the batch frees.
+     *
+     * @return the batch
+     */
+    Batch randomBatch() {
+        NDManager m = trainer.getManager().newSubManager();
+        NDArray x = m.randomUniform(0f, 1f, network.inputShape(batchSize));
+        NDArray y =
+                m.randomInteger(0, Network.CLASSES, new Shape(batchSize), DataType.INT32)
+                        .toType(DataType.FLOAT32, false);
+        return new Batch(m, new NDList(x), new NDList(y), batchSize, null, null, 0, 1);
+    }
+
+    /** Closes the trainer and the model. */
+    @Override
+    public void close() {
+        trainer.close();
+        model.close();
+    }
+}

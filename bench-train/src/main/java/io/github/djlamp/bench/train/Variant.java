@@ -1,0 +1,132 @@
+package io.github.djlamp.bench.train;
+
+import ai.djl.nn.Block;
+import ai.djl.training.TrainingConfig;
+import io.github.djlamp.amp.Amp;
+import io.github.djlamp.amp.cast.MixedPrecisionBlock;
+import io.github.djlamp.amp.policy.PrecisionPolicy;
+import io.github.djlamp.amp.scale.LossScaling;
+import io.github.djlamp.amp.spi.MemoryLayout;
+import java.util.ArrayList;
+import java.util.List;
+
+/** One way of training a network in DJL: plain fp32, or through djl-amp. */
+public enum Variant {
+    /** Plain DJL, fp32. */
+    FP32("djl-fp32", "DJL fp32") {
+        @Override
+        Block wrap(Block block) {
+            return block;
+        }
+
+        @Override
+        TrainingConfig configure(TrainingConfig config, Block wrapped) {
+            return config;
+        }
+    },
+    /** djl-amp, policy mixed_bfloat16, channels-last 16-bit activations (the default). */
+    AMP_BF16("djl-amp-bf16", "djl-amp bf16, channels-last (default)") {
+        @Override
+        Block wrap(Block block) {
+            return new MixedPrecisionBlock(block, PrecisionPolicy.named("mixed_bfloat16"));
+        }
+    },
+    /** djl-amp, policy mixed_bfloat16, 16-bit activations in the layout DJL made them (NCHW). */
+    AMP_BF16_NCHW("djl-amp-bf16-nchw", "djl-amp bf16, MemoryLayout.PRESERVE (NCHW)") {
+        @Override
+        Block wrap(Block block) {
+            return new MixedPrecisionBlock(
+                    block, PrecisionPolicy.named("mixed_bfloat16"), MemoryLayout.PRESERVE);
+        }
+    },
+    /**
+     * djl-amp's machinery with fp32 compute: policy float32 and dynamic loss scaling, so the scaled
+     * loss, the fused unscale-and-check, the scale update, the listener and the optimizer decorator
+     * all run every step while the arithmetic is plain DJL's.
+     */
+    AMP_FP32_BOOKKEEPING(
+            "djl-amp-fp32-dynamic", "djl-amp machinery, fp32 compute, LossScaling.dynamic()") {
+        @Override
+        Block wrap(Block block) {
+            return Amp.wrap(block, "float32");
+        }
+
+        @Override
+        TrainingConfig configure(TrainingConfig config, Block wrapped) {
+            return Amp.configure(config, wrapped, LossScaling.dynamic());
+        }
+    };
+
+    private final String key;
+    private final String label;
+
+    Variant(String key, String label) {
+        this.key = key;
+        this.label = label;
+    }
+
+    /**
+     * Returns the name used on the command line and in result files.
+     *
+     * @return e.g. {@code djl-amp-bf16}
+     */
+    public String key() {
+        return key;
+    }
+
+    /**
+     * Returns the description shown in result tables.
+     *
+     * @return the label
+     */
+    public String label() {
+        return label;
+    }
+
+    /** Returns the block to set on the model. */
+    abstract Block wrap(Block block);
+
+    /** Returns the configuration to create the trainer from. */
+    TrainingConfig configure(TrainingConfig config, Block wrapped) {
+        return Amp.configure(config, wrapped);
+    }
+
+    /**
+     * Finds a variant by its key.
+     *
+     * @param key e.g. {@code djl-fp32}
+     * @return the variant
+     * @throws IllegalArgumentException when no variant has that key
+     */
+    public static Variant of(String key) {
+        for (Variant v : values()) {
+            if (v.key.equals(key)) {
+                return v;
+            }
+        }
+        List<String> keys = new ArrayList<>();
+        for (Variant v : values()) {
+            keys.add(v.key);
+        }
+        throw new IllegalArgumentException("Unknown variant '" + key + "'; use one of " + keys);
+    }
+
+    /**
+     * Parses a comma-separated list of variant keys.
+     *
+     * @param keys e.g. {@code djl-fp32,djl-amp-bf16}
+     * @return the variants in order
+     */
+    public static List<Variant> listOf(String keys) {
+        List<Variant> result = new ArrayList<>();
+        for (String k : keys.split(",")) {
+            if (!k.isBlank()) {
+                result.add(of(k.trim()));
+            }
+        }
+        if (result.isEmpty()) {
+            throw new IllegalArgumentException("No variant given: '" + keys + "'");
+        }
+        return result;
+    }
+}

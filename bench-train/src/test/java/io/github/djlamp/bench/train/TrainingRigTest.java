@@ -1,0 +1,72 @@
+package io.github.djlamp.bench.train;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.djlamp.amp.cast.MixedPrecisionBlock;
+import io.github.djlamp.amp.policy.Precision;
+import io.github.djlamp.amp.train.AmpSession;
+import org.junit.jupiter.api.Test;
+
+/** Every variant trains the real network; the AMP ones through djl-amp as their names say. */
+class TrainingRigTest {
+
+    private static final int STEPS = 2;
+
+    @Test
+    void plainFp32IsUntouchedDjl() {
+        try (TrainingRig rig = TrainingRig.create(Network.RESNET18, Variant.FP32, 4)) {
+            assertFalse(rig.getTrainer().getModel().getBlock() instanceof MixedPrecisionBlock);
+            assertTrue(rig.step() > 0);
+            assertEquals(888_746, rig.parameterCount());
+            assertTrue(rig.parameterShapes().startsWith("64x1x3x3;16x64x1x1;16;16;16;"));
+        }
+    }
+
+    @Test
+    void ampBf16CastsWeightsAndDoesNotScale() {
+        try (TrainingRig rig = TrainingRig.create(Network.RESNET18, Variant.AMP_BF16, 4)) {
+            for (int i = 0; i < STEPS; i++) {
+                rig.step();
+            }
+            AmpSession session = AmpSession.of(rig.getTrainer());
+            assertSame(Precision.BF16, session.getPolicy().getComputePrecision());
+            assertFalse(session.getScaler().getConfig().isEnabled());
+            assertEquals(STEPS, session.getScaler().getSteps());
+            MixedPrecisionBlock block =
+                    (MixedPrecisionBlock) rig.getTrainer().getModel().getBlock();
+            assertTrue(block.getCastCache().getCastsMade() > 0);
+        }
+    }
+
+    @Test
+    void bookkeepingVariantScalesDynamicallyButComputesInFp32() {
+        try (TrainingRig rig =
+                TrainingRig.create(Network.RESNET18, Variant.AMP_FP32_BOOKKEEPING, 4)) {
+            for (int i = 0; i < STEPS; i++) {
+                rig.step();
+            }
+            AmpSession session = AmpSession.of(rig.getTrainer());
+            assertSame(Precision.FP32, session.getPolicy().getComputePrecision());
+            assertTrue(session.getScaler().getConfig().isEnabled());
+            assertEquals(STEPS, session.getScaler().getSteps());
+            assertEquals(0, session.getScaler().getSkippedSteps());
+            MixedPrecisionBlock block =
+                    (MixedPrecisionBlock) rig.getTrainer().getModel().getBlock();
+            assertEquals(0, block.getCastCache().getCastsMade());
+        }
+    }
+
+    @Test
+    void namesParse() {
+        assertEquals(Network.RESNET50, Network.of("ResNet50"));
+        assertEquals(
+                java.util.List.of(Variant.FP32, Variant.AMP_BF16_NCHW),
+                Variant.listOf("djl-fp32, djl-amp-bf16-nchw"));
+        assertThrows(IllegalArgumentException.class, () -> Variant.of("fp16"));
+        assertThrows(IllegalArgumentException.class, () -> Network.of("vgg"));
+    }
+}

@@ -1,0 +1,229 @@
+#!/usr/bin/python3
+"""PyTorch's side of djl-amp's training benchmark.
+
+DJL's model-zoo ResNetV1 (ai.djl.basicmodelzoo.cv.classification.ResNetV1, DJL 0.35.1), built layer
+for layer in PyTorch eager, trained on random data exactly as bench-train's TrainingRig trains the
+DJL one: softmax cross-entropy, SGD (learning rate 0.01, momentum 0.9), every variant alternating
+step by step with the order rotating each round. Writes the same JSON as `TrainBench throughput`.
+
+Run with Debian's interpreter, which has python3-torch: /usr/bin/python3 bench/train/pytorch_resnet.py
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import time
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+CLASSES = 10
+LEARNING_RATE = 0.01
+MOMENTUM = 0.9
+# DJL's BatchNorm momentum 0.9 keeps 90% of the running statistic; PyTorch's momentum is the
+# weight of the new batch.
+BN_MOMENTUM = 1 - 0.9
+
+NETWORKS = {
+    # key: (layers, channels, height, width)
+    "resnet18": (18, 1, 32, 32),
+    "resnet50": (50, 3, 32, 32),
+}
+
+VARIANTS = {
+    # key: (label, autocast to bf16, channels-last)
+    "pt-fp32": ("PyTorch fp32", False, False),
+    "pt-fp32-cl": ("PyTorch fp32, channels-last", False, True),
+    "pt-bf16-autocast": ("PyTorch bf16 autocast", True, False),
+    "pt-bf16-autocast-cl": ("PyTorch bf16 autocast, channels-last", True, True),
+}
+
+
+def batch_norm(channels, eps):
+    return nn.BatchNorm2d(channels, eps=eps, momentum=BN_MOMENTUM)
+
+
+class ResidualUnit(nn.Module):
+    """ResNetV1.residualUnit: a body and a shortcut, added, then relu."""
+
+    def __init__(self, in_channels, filters, stride, dim_match, bottleneck):
+        super().__init__()
+        if bottleneck:
+            inner = filters // 4
+            self.body = nn.Sequential(
+                nn.Conv2d(in_channels, inner, 1, stride, 0, bias=True),
+                batch_norm(inner, 1e-5),
+                nn.ReLU(),
+                nn.Conv2d(inner, inner, 3, 1, 1, bias=False),
+                batch_norm(inner, 2e-5),
+                nn.ReLU(),
+                nn.Conv2d(inner, filters, 1, 1, 0, bias=True),
+                batch_norm(filters, 1e-5),
+            )
+        else:
+            self.body = nn.Sequential(
+                nn.Conv2d(in_channels, filters, 3, stride, 1, bias=False),
+                batch_norm(filters, 1e-5),
+                nn.ReLU(),
+                nn.Conv2d(filters, filters, 3, 1, 1, bias=False),
+                batch_norm(filters, 1e-5),
+            )
+        if dim_match:
+            self.shortcut = nn.Identity()
+        else:
+            self.shortcut = nn.Sequential(
+                nn.Conv2d(in_channels, filters, 1, stride, 0, bias=False),
+                batch_norm(filters, 1e-5),
+            )
+
+    def forward(self, x):
+        return torch.relu(self.body(x) + self.shortcut(x))
+
+
+def resnet_v1(layers, channels, height):
+    """ResNetV1.builder().setNumLayers(layers).setImageShape(channels, height, height).build()."""
+    if height <= 28:
+        raise ValueError("only the 32x32 (and larger) configuration of ResNetV1 is built here")
+    filters = [64, 256, 512, 1024, 2048] if layers >= 50 else [64, 64, 128, 256, 512]
+    units = {18: [2, 2, 2, 2], 34: [3, 4, 6, 3], 50: [3, 4, 6, 3], 101: [3, 4, 23, 3]}[layers]
+    blocks = []
+    if height <= 32:
+        blocks.append(nn.Conv2d(channels, filters[0], 3, 1, 1, bias=False))
+    else:
+        blocks += [
+            nn.Conv2d(channels, filters[0], 7, 2, 3, bias=False),
+            batch_norm(filters[0], 2e-5),
+            nn.ReLU(),
+            nn.MaxPool2d(3, 2, 1),
+        ]
+    in_channels = filters[0]
+    stride = 1
+    for stage, count in enumerate(units):
+        out = filters[stage + 1]
+        blocks.append(ResidualUnit(in_channels, out, stride, False, True))
+        for _ in range(count - 1):
+            blocks.append(ResidualUnit(out, out, 1, True, True))
+        in_channels = out
+        stride = 2
+    blocks += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(in_channels, CLASSES)]
+    return nn.Sequential(*blocks)
+
+
+class Rig:
+    """One network trained one way."""
+
+    def __init__(self, key, network, batch):
+        self.key = key
+        self.label, self.autocast, self.channels_last = VARIANTS[key]
+        layers, channels, height, width = NETWORKS[network]
+        self.shape = (batch, channels, height, width)
+        self.batch = batch
+        self.model = resnet_v1(layers, channels, height)
+        if self.channels_last:
+            self.model = self.model.to(memory_format=torch.channels_last)
+        self.model.train()
+        self.optimizer = torch.optim.SGD(
+            self.model.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM
+        )
+
+    def parameter_count(self):
+        return sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+
+    def parameter_shapes(self):
+        """The trainable parameters' shapes in order, as TrainingRig.parameterShapes writes them."""
+        return ";".join(
+            "x".join(str(d) for d in p.shape) for p in self.model.parameters() if p.requires_grad
+        )
+
+    def step(self):
+        """One training step on fresh random data; returns its wall time (data making untimed)."""
+        x = torch.rand(self.shape)
+        if self.channels_last:
+            x = x.to(memory_format=torch.channels_last)
+        y = torch.randint(0, CLASSES, (self.batch,))
+        start = time.perf_counter()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.autocast):
+            out = self.model(x)
+            loss = F.cross_entropy(out, y)
+        loss.backward()
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        del out, loss
+        return time.perf_counter() - start
+
+
+def load_averages():
+    try:
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:
+        return "unknown"
+
+
+def debian_version():
+    try:
+        return subprocess.run(
+            ["dpkg-query", "-W", "-f=${Version}", "python3-torch"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--network", default="resnet18", choices=sorted(NETWORKS))
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--warmup", type=int, default=5, help="untimed steps per variant")
+    parser.add_argument("--steps", type=int, default=20, help="timed steps per variant")
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+
+    torch.manual_seed(1)
+    torch.set_num_threads(args.threads)
+    load_before = load_averages()
+    rigs = [Rig(k.strip(), args.network, args.batch) for k in args.variants.split(",") if k.strip()]
+    for _ in range(args.warmup):
+        for rig in rigs:
+            rig.step()
+    ms = [[0.0] * args.steps for _ in rigs]
+    for round_index in range(args.steps):
+        for k in range(len(rigs)):
+            index = (round_index + k) % len(rigs)
+            ms[index][round_index] = rigs[index].step() * 1000
+
+    layers, channels, height, width = NETWORKS[args.network]
+    result = {
+        "framework": "PyTorch",
+        "frameworkVersion": "PyTorch %s (Debian python3-torch %s)"
+        % (torch.__version__, debian_version()),
+        "network": args.network,
+        "description": "ResNetV1-%d, %dx%dx%d" % (layers, channels, height, width),
+        "batch": args.batch,
+        "threads": torch.get_num_threads(),
+        "parameters": rigs[0].parameter_count(),
+        "parameterShapes": rigs[0].parameter_shapes(),
+        "warmup": args.warmup,
+        "loadBefore": load_before,
+        "loadAfter": load_averages(),
+        "variants": [
+            {"key": rig.key, "label": rig.label, "stepMs": [round(t, 3) for t in times]}
+            for rig, times in zip(rigs, ms)
+        ],
+    }
+    directory = os.path.dirname(os.path.abspath(args.out))
+    os.makedirs(directory, exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=2)
+        f.write("\n")
+    for rig, times in zip(rigs, ms):
+        median = sorted(times)[len(times) // 2]
+        print("%-22s median %8.1f ms  %7.1f img/s" % (rig.key, median, args.batch * 1000 / median))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Reruns every training benchmark of djl-amp and rewrites the tables of bench/RESULTS-train.md
+# (about 15 minutes on 2 cores): throughput of ResNetV1-18 and ResNetV1-50 in DJL fp32, djl-amp bf16
+# and PyTorch eager fp32 / bf16 autocast, the bookkeeping overhead, and step memory.
+#
+#   bench/train/run.sh           the full run; rewrites bench/RESULTS-train.md
+#   bench/train/run.sh --quick   a few steps of everything, to check the harness (about 4 minutes);
+#                                writes bench-train/target/RESULTS-train-quick.md instead
+#
+# Environment: THREADS (intra-op threads of both frameworks, default nproc), PYTHON (default
+# /usr/bin/python3, Debian's interpreter, where `apt-get install python3-torch` puts PyTorch).
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$root"
+command_line="bench/train/run.sh${*:+ $*}"
+quick=false
+for arg in "$@"; do
+    case "$arg" in
+        --quick) quick=true ;;
+        *) echo "unknown argument: $arg (use --quick or nothing)" >&2; exit 2 ;;
+    esac
+done
+
+python="${PYTHON:-/usr/bin/python3}"
+threads="${THREADS:-$(nproc)}"
+if ! "$python" -c 'import torch' 2>/dev/null; then
+    echo "Installing Debian's python3-torch (PyTorch for $python)..." >&2
+    sudo=""
+    if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+    $sudo apt-get install -y python3-torch || { $sudo apt-get update && $sudo apt-get install -y python3-torch; }
+fi
+
+mvn -B -ntp -q -pl bench-train -am package -DskipTests
+classpath="bench-train/target/classes:$(cat bench-train/target/bench-train-classpath.txt)"
+out="bench-train/target/results"
+rm -rf "$out"
+mkdir -p "$out"
+
+bench() {
+    java -Dai.djl.offline=true -Dai.djl.pytorch.num_threads="$threads" \
+        -Dorg.slf4j.simpleLogger.defaultLogLevel=warn \
+        -cp "$classpath" io.github.djlamp.bench.train.TrainBench "$@"
+}
+
+if $quick; then
+    rounds18=1; warmup18=1; steps18=2
+    rounds50=1; warmup50=1; steps50=1
+    overhead_steps=3
+    memory_batches="16,32"; cap_mib=700
+    results="bench-train/target/RESULTS-train-quick.md"
+else
+    rounds18=3; warmup18=5; steps18=20
+    rounds50=2; warmup50=2; steps50=5
+    overhead_steps=60
+    memory_batches="64,128,256"; cap_mib=2048
+    results="bench/RESULTS-train.md"
+fi
+
+load_start="$(cut -d' ' -f1-3 /proc/loadavg)"
+if awk -v l="${load_start%% *}" 'BEGIN { exit !(l > 0.5) }'; then
+    echo "warning: the load average is $load_start; other processes will distort the numbers" >&2
+fi
+
+# 1, 2. Throughput: each round one DJL JVM and one PyTorch process, each alternating its variants.
+for r in $(seq 1 "$rounds18"); do
+    echo "== ResNetV1-18, round $r/$rounds18"
+    bench throughput --network resnet18 --batch 64 --warmup "$warmup18" --steps "$steps18" \
+        --variants djl-fp32,djl-amp-bf16,djl-amp-bf16-nchw \
+        --out "$out/throughput-resnet18-r$r-djl.json"
+    "$python" bench/train/pytorch_resnet.py --network resnet18 --batch 64 --threads "$threads" \
+        --warmup "$warmup18" --steps "$steps18" --out "$out/throughput-resnet18-r$r-pytorch.json"
+done
+for r in $(seq 1 "$rounds50"); do
+    echo "== ResNetV1-50, round $r/$rounds50"
+    bench throughput --network resnet50 --batch 64 --warmup "$warmup50" --steps "$steps50" \
+        --variants djl-fp32,djl-amp-bf16,djl-amp-bf16-nchw \
+        --out "$out/throughput-resnet50-r$r-djl.json"
+    "$python" bench/train/pytorch_resnet.py --network resnet50 --batch 64 --threads "$threads" \
+        --warmup "$warmup50" --steps "$steps50" --out "$out/throughput-resnet50-r$r-pytorch.json"
+done
+
+# 4. Bookkeeping: djl-amp's machinery with fp32 compute against plain DJL fp32, alternating.
+echo "== bookkeeping overhead"
+bench throughput --network resnet18 --batch 64 --warmup "$warmup18" --steps "$overhead_steps" \
+    --variants djl-fp32,djl-amp-fp32-dynamic --out "$out/overhead-resnet18-r1.json"
+
+# 3. Memory: one child JVM per configuration; then the largest batch under the cap.
+echo "== step memory"
+bench memory --network resnet18 --batches "$memory_batches" --cap-mib "$cap_mib" \
+    --out "$out/memory-resnet18.json"
+
+cpu="$(lscpu | sed -n 's/^Model name: *//p' | head -n1)"
+flags=""
+for f in avx512_bf16 amx_bf16 avx512_fp16; do
+    if grep -qw "$f" /proc/cpuinfo; then flags="$flags $f"; fi
+done
+machine="$(nproc) cores (nproc), ${cpu:-unknown CPU} (${flags# }), $(free -g | awk '/^Mem:/ {print $2}') GiB RAM, $(java -version 2>&1 | head -n1)"
+bench report --dir "$out" --results "$results" --command "$command_line" \
+    --date "$(date -u '+%Y-%m-%d %H:%M UTC')" --machine "$machine" \
+    --note "load average at the start: $load_start; at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "Wrote $results from $out"
