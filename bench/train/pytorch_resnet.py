@@ -162,6 +162,28 @@ def load_averages():
         return "unknown"
 
 
+class OtherLoad:
+    """Cores that processes other than this one kept busy (as bench-train's Load.otherCores)."""
+
+    def __init__(self):
+        self.start = time.monotonic()
+        self.busy, self.own = self._ticks()
+
+    @staticmethod
+    def _ticks():
+        with open("/proc/stat") as f:
+            cpu = f.readline().split()
+        busy = sum(int(cpu[i]) for i in (1, 2, 3, 6, 7, 8))
+        with open("/proc/self/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return busy, int(fields[11]) + int(fields[12])
+
+    def other_cores(self):
+        busy, own = self._ticks()
+        seconds = time.monotonic() - self.start
+        return max(0.0, ((busy - self.busy) - (own - self.own)) / 100.0 / seconds)
+
+
 def debian_version():
     try:
         return subprocess.run(
@@ -186,6 +208,7 @@ def main():
     torch.manual_seed(1)
     torch.set_num_threads(args.threads)
     load_before = load_averages()
+    other_load = OtherLoad()
     rigs = [Rig(k.strip(), args.network, args.batch) for k in args.variants.split(",") if k.strip()]
     for _ in range(args.warmup):
         for rig in rigs:
@@ -210,6 +233,7 @@ def main():
         "warmup": args.warmup,
         "loadBefore": load_before,
         "loadAfter": load_averages(),
+        "otherCores": round(other_load.other_cores(), 2),
         "variants": [
             {"key": rig.key, "label": rig.label, "stepMs": [round(t, 3) for t in times]}
             for rig, times in zip(rigs, ms)

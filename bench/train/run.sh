@@ -46,16 +46,22 @@ bench() {
 if $quick; then
     rounds18=1; warmup18=1; steps18=2
     rounds50=1; warmup50=1; steps50=1
-    overhead_steps=3
+    overhead_rounds=1; overhead_steps=3
     memory_batches="16,32"; cap_mib=700
     results="bench-train/target/RESULTS-train-quick.md"
 else
     rounds18=3; warmup18=5; steps18=20
     rounds50=2; warmup50=2; steps50=5
-    overhead_steps=60
+    overhead_rounds=2; overhead_steps=80
     memory_batches="64,128,256"; cap_mib=2048
     results="bench/RESULTS-train.md"
 fi
+
+# djl-amp-bf16-lambdas*: the same with the policy override class:ai.djl.nn.LambdaBlock=pass_through
+# (ResNetV1's in-unit ReLUs are anonymous lambdas, which the default policy runs in fp32).
+djl_variants="djl-fp32,djl-amp-bf16,djl-amp-bf16-nchw,djl-amp-bf16-lambdas,djl-amp-bf16-lambdas-nchw"
+memory_variants="djl-fp32,djl-amp-bf16,djl-amp-bf16-nchw,djl-amp-bf16-lambdas"
+cap_variants="djl-fp32,djl-amp-bf16,djl-amp-bf16-lambdas"
 
 load_start="$(cut -d' ' -f1-3 /proc/loadavg)"
 if awk -v l="${load_start%% *}" 'BEGIN { exit !(l > 0.5) }'; then
@@ -66,29 +72,29 @@ fi
 for r in $(seq 1 "$rounds18"); do
     echo "== ResNetV1-18, round $r/$rounds18"
     bench throughput --network resnet18 --batch 64 --warmup "$warmup18" --steps "$steps18" \
-        --variants djl-fp32,djl-amp-bf16,djl-amp-bf16-nchw \
-        --out "$out/throughput-resnet18-r$r-djl.json"
+        --variants "$djl_variants" --out "$out/throughput-resnet18-r$r-djl.json"
     "$python" bench/train/pytorch_resnet.py --network resnet18 --batch 64 --threads "$threads" \
         --warmup "$warmup18" --steps "$steps18" --out "$out/throughput-resnet18-r$r-pytorch.json"
 done
 for r in $(seq 1 "$rounds50"); do
     echo "== ResNetV1-50, round $r/$rounds50"
     bench throughput --network resnet50 --batch 64 --warmup "$warmup50" --steps "$steps50" \
-        --variants djl-fp32,djl-amp-bf16,djl-amp-bf16-nchw \
-        --out "$out/throughput-resnet50-r$r-djl.json"
+        --variants "$djl_variants" --out "$out/throughput-resnet50-r$r-djl.json"
     "$python" bench/train/pytorch_resnet.py --network resnet50 --batch 64 --threads "$threads" \
         --warmup "$warmup50" --steps "$steps50" --out "$out/throughput-resnet50-r$r-pytorch.json"
 done
 
 # 4. Bookkeeping: djl-amp's machinery with fp32 compute against plain DJL fp32, alternating.
-echo "== bookkeeping overhead"
-bench throughput --network resnet18 --batch 64 --warmup "$warmup18" --steps "$overhead_steps" \
-    --variants djl-fp32,djl-amp-fp32-dynamic --out "$out/overhead-resnet18-r1.json"
+for r in $(seq 1 "$overhead_rounds"); do
+    echo "== bookkeeping overhead, JVM $r/$overhead_rounds"
+    bench throughput --network resnet18 --batch 64 --warmup "$warmup18" --steps "$overhead_steps" \
+        --variants djl-fp32,djl-amp-fp32-dynamic --out "$out/overhead-resnet18-r$r.json"
+done
 
 # 3. Memory: one child JVM per configuration; then the largest batch under the cap.
 echo "== step memory"
-bench memory --network resnet18 --batches "$memory_batches" --cap-mib "$cap_mib" \
-    --out "$out/memory-resnet18.json"
+bench memory --network resnet18 --batches "$memory_batches" --variants "$memory_variants" \
+    --cap-mib "$cap_mib" --cap-variants "$cap_variants" --out "$out/memory-resnet18.json"
 
 cpu="$(lscpu | sed -n 's/^Model name: *//p' | head -n1)"
 flags=""

@@ -51,6 +51,7 @@ final class ThroughputCommand implements Callable<Integer> {
         Network net = Network.of(network);
         List<Variant> list = Variant.listOf(variants);
         String loadBefore = Load.averages();
+        Load load = Load.start();
         List<TrainingRig> rigs = new ArrayList<>();
         try {
             for (Variant v : list) {
@@ -85,6 +86,7 @@ final class ThroughputCommand implements Callable<Integer> {
             json.addProperty("warmup", warmup);
             json.addProperty("loadBefore", loadBefore);
             json.addProperty("loadAfter", Load.averages());
+            json.addProperty("otherCores", Math.round(load.otherCores() * 100) / 100.0);
             JsonArray variantsJson = new JsonArray();
             for (int k = 0; k < rigs.size(); k++) {
                 JsonObject v = new JsonObject();

@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
+import io.github.djlamp.amp.policy.CastCategory;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.train.AmpSession;
 import org.junit.jupiter.api.Test;
@@ -58,6 +59,26 @@ class TrainingRigTest {
                     (MixedPrecisionBlock) rig.getTrainer().getModel().getBlock();
             assertEquals(0, block.getCastCache().getCastsMade());
         }
+    }
+
+    @Test
+    void resnetReluLambdasRunInFp32UnlessOverridden() {
+        // ResNetV1 adds its in-unit ReLUs with add(Activation::relu): anonymous LambdaBlocks,
+        // which the default policy runs in fp32. 8 bottleneck units x 2 ReLUs in ResNetV1-18.
+        assertEquals(16, fp32Leaves(Variant.AMP_BF16));
+        assertEquals(0, fp32Leaves(Variant.AMP_BF16_LAMBDAS));
+        assertEquals(0, fp32Leaves(Variant.AMP_BF16_LAMBDAS_NCHW));
+        try (TrainingRig rig = TrainingRig.create(Network.RESNET18, Variant.AMP_BF16_LAMBDAS, 4)) {
+            rig.step();
+            assertEquals(1, AmpSession.of(rig.getTrainer()).getScaler().getSteps());
+        }
+    }
+
+    private static long fp32Leaves(Variant variant) {
+        MixedPrecisionBlock block = (MixedPrecisionBlock) variant.wrap(Network.RESNET18.build());
+        return block.getPolicy().resolveAll(block.getOriginal()).values().stream()
+                .filter(c -> c == CastCategory.FP32)
+                .count();
     }
 
     @Test
