@@ -13,7 +13,6 @@ import ai.djl.nn.ParameterList;
 import ai.djl.training.ParameterStore;
 import ai.djl.training.initializer.Initializer;
 import ai.djl.util.PairList;
-import io.github.djlamp.amp.AmpException;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
 import io.github.djlamp.amp.spi.AmpBackend;
@@ -27,8 +26,6 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.Predicate;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 
 /**
  * A block that computes in 16 bits while its parameters stay fp32 masters.
@@ -45,8 +42,6 @@ import org.slf4j.LoggerFactory;
  * }</pre>
  */
 public final class MixedPrecisionBlock implements Block {
-
-    private static final Logger logger = LoggerFactory.getLogger(MixedPrecisionBlock.class);
 
     private final Block original;
     private final PrecisionPolicy policy;
@@ -184,40 +179,9 @@ public final class MixedPrecisionBlock implements Block {
                 d -> {
                     DeviceCapabilities caps = backend.capabilities(d);
                     PrecisionPolicy concrete = policy.isAuto() ? policy.resolveAuto(caps) : policy;
-                    checkDevice(concrete.getComputePrecision(), caps);
+                    DeviceSupport.check(concrete, caps);
                     return new Resolved(concrete, ShadowTree.build(original, concrete));
                 });
-    }
-
-    private void checkDevice(Precision compute, DeviceCapabilities caps) {
-        if (!caps.isSupported(compute)) {
-            throw new AmpException(
-                    "The policy "
-                            + policy
-                            + " computes in "
-                            + compute.canonicalName()
-                            + ", which "
-                            + caps.getDevice()
-                            + " cannot compute in ("
-                            + caps.getReason()
-                            + "). Use the policy \"auto\" (here: "
-                            + caps.getRecommended().canonicalName()
-                            + ")"
-                            + (caps.isSupported(Precision.FP16) && compute != Precision.FP16
-                                    ? " or \"mixed_float16\""
-                                    : "")
-                            + ".");
-        }
-        if (!caps.isFast(compute)) {
-            logger.warn(
-                    "djl-amp: {} computes in {} on {}, where it is slower than fp32 ({});"
-                            + " the policy \"auto\" would choose {}",
-                    policy,
-                    compute.canonicalName(),
-                    caps.getDevice(),
-                    caps.getReason(),
-                    caps.getRecommended().canonicalName());
-        }
     }
 
     /** {@inheritDoc} */
