@@ -50,6 +50,7 @@ public final class MixedPrecisionBlock implements Block {
     private volatile AmpBackend backend;
     private volatile WeightCastCache cache;
     private volatile ParameterStore trainingStore;
+    private volatile BufferSnapshot bufferSnapshot;
 
     /**
      * Wraps a block.
@@ -134,6 +135,20 @@ public final class MixedPrecisionBlock implements Block {
         return trainingStore;
     }
 
+    /**
+     * Makes every training forward copy the running statistics (BatchNorm) first, so that a step
+     * skipped for overflow can restore them: djl-amp's trainer glue turns this on whenever steps
+     * can be skipped.
+     *
+     * @return the snapshot the forward passes fill
+     */
+    public BufferSnapshot enableBufferSnapshots() {
+        if (bufferSnapshot == null) {
+            bufferSnapshot = new BufferSnapshot();
+        }
+        return bufferSnapshot;
+    }
+
     /** {@inheritDoc} */
     @Override
     public NDList forward(
@@ -144,10 +159,14 @@ public final class MixedPrecisionBlock implements Block {
         if (!original.isInitialized()) {
             original.initialize(parameterStore.getManager(), DataType.FLOAT32, inputs.getShapes());
         }
+        NDManager stepManager = inputs.head().getManager();
         if (training) {
             trainingStore = parameterStore;
+            BufferSnapshot snapshot = bufferSnapshot;
+            if (snapshot != null) {
+                snapshot.take(parameterStore, original, inputs.head().getDevice());
+            }
         }
-        NDManager stepManager = inputs.head().getManager();
         Resolved r = resolved(inputs.head().getDevice(), stepManager);
         Precision compute = r.policy.getComputePrecision();
         if (compute == Precision.FP32) {
