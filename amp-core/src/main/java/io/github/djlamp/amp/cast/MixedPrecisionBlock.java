@@ -74,6 +74,8 @@ public final class MixedPrecisionBlock implements Block {
      * @param lowLayout the layout of 16-bit inputs and weights of low-precision blocks: {@link
      *     MemoryLayout#CHANNELS_LAST} or {@link MemoryLayout#PRESERVE}
      * @throws IllegalArgumentException when an override of the policy names no block in the tree
+     * @throws io.github.djlamp.amp.AmpException when an override would hand bf16 arrays to a block
+     *     that may call softmax (which terminates the JVM in DJL 0.35.1)
      */
     public MixedPrecisionBlock(Block original, PrecisionPolicy policy, MemoryLayout lowLayout) {
         this.original = Objects.requireNonNull(original, "original");
@@ -84,6 +86,9 @@ public final class MixedPrecisionBlock implements Block {
                     "The block is already a MixedPrecisionBlock; wrap the original block once");
         }
         policy.validateAgainst(original);
+        if (!policy.isAuto()) {
+            ShadowTree.build(original, policy); // rejects now what the first forward would
+        }
     }
 
     /**
