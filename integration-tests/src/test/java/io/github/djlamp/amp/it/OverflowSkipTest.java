@@ -12,7 +12,6 @@ import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.index.NDIndex;
-import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Block;
 import ai.djl.nn.Parameter;
@@ -50,14 +49,13 @@ class OverflowSkipTest {
 
     private static final int BAD_STEP = 3;
     private static final float INIT_SCALE = 1024f;
-    private static final int BATCH = 16;
 
     @ParameterizedTest(name = "gradient element = {0}")
     @ValueSource(floats = {Float.POSITIVE_INFINITY, Float.NEGATIVE_INFINITY, Float.NaN})
     void oneNonFiniteGradientElementSkipsTheStepInACustomLoop(float bad) {
         Engine.getInstance().setRandomSeed(3);
         try (Model model = Model.newInstance("overflow", "PyTorch")) {
-            MixedPrecisionBlock block = Amp.wrap(Models.mlp(32, 4), "mixed_float16");
+            MixedPrecisionBlock block = Amp.wrap(Models.mlp(32, ToyTask.CLASSES), "mixed_float16");
             model.setBlock(block);
             Optimizer adam = Optimizer.adam().optLearningRateTracker(Tracker.fixed(0.01f)).build();
             AmpTrainingConfig config =
@@ -70,10 +68,10 @@ class OverflowSkipTest {
             assertSame(adam, inner);
             try (Trainer trainer = model.newTrainer(config);
                     NDManager data = trainer.getManager().newSubManager()) {
-                trainer.initialize(new Shape(BATCH, 8));
+                trainer.initialize(new Shape(ToyTask.BATCH, ToyTask.FEATURES));
                 AmpSession amp = AmpSession.of(trainer);
                 LossScaler scaler = amp.getScaler();
-                Task task = new Task(data);
+                ToyTask task = new ToyTask(data);
                 Parameter victim = block.getParameters().get(0).getValue();
 
                 List<Float> losses = new ArrayList<>();
@@ -146,7 +144,7 @@ class OverflowSkipTest {
         Engine.getInstance().setRandomSeed(5);
         int badBatch = 4;
         try (Model model = Model.newInstance("inf-loss", "PyTorch")) {
-            MixedPrecisionBlock block = Amp.wrap(Models.mlp(32, 4), "mixed_float16");
+            MixedPrecisionBlock block = Amp.wrap(Models.mlp(32, ToyTask.CLASSES), "mixed_float16");
             model.setBlock(block);
             Watcher watcher = new Watcher(block);
             InfiniteAt loss = new InfiniteAt(Loss.softmaxCrossEntropyLoss(), watcher, badBatch);
@@ -162,13 +160,13 @@ class OverflowSkipTest {
                             LossScaling.dynamicBuilder().initScale(INIT_SCALE).build());
             try (Trainer trainer = model.newTrainer(config);
                     NDManager data = trainer.getManager().newSubManager()) {
-                trainer.initialize(new Shape(BATCH, 8));
-                Task task = new Task(data);
+                trainer.initialize(new Shape(ToyTask.BATCH, ToyTask.FEATURES));
+                ToyTask task = new ToyTask(data);
                 ArrayDataset dataset =
                         new ArrayDataset.Builder()
                                 .setData(task.x)
                                 .optLabels(task.y)
-                                .setSampling(BATCH, false)
+                                .setSampling(ToyTask.BATCH, false)
                                 .build();
                 EasyTrain.fit(trainer, 2, dataset, null);
 
@@ -228,11 +226,11 @@ class OverflowSkipTest {
     }
 
     private static StepResult step(
-            Trainer trainer, AmpSession amp, Task task, int i, Consumer<NDManager> inject) {
+            Trainer trainer, AmpSession amp, ToyTask task, int i, Consumer<NDManager> inject) {
         Loss loss = Loss.softmaxCrossEntropyLoss();
         try (NDManager step = trainer.getManager().newSubManager()) {
-            NDArray x = task.x.get(task.batch(i));
-            NDArray y = task.y.get(task.batch(i));
+            NDArray x = task.x.get(task.rows(i));
+            NDArray y = task.y.get(task.rows(i));
             x.attach(step);
             y.attach(step);
             float lossValue;
@@ -259,22 +257,6 @@ class OverflowSkipTest {
             this.overflow = overflow;
             this.skippingBetweenCheckAndStep = skipping;
             this.loss = loss;
-        }
-    }
-
-    /** 64 points in 8 dimensions; the class is the largest of the first four coordinates. */
-    private static final class Task {
-        final NDArray x;
-        final NDArray y;
-
-        Task(NDManager manager) {
-            x = manager.randomNormal(new Shape(64, 8));
-            y = x.get(":, 0:4").argMax(1).toType(DataType.FLOAT32, false);
-        }
-
-        NDIndex batch(int step) {
-            int start = (step % 4) * BATCH;
-            return new NDIndex(start + ":" + (start + BATCH));
         }
     }
 
