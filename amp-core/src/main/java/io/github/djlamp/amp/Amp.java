@@ -58,7 +58,7 @@ public final class Amp {
      * @return the configuration to create the trainer from
      */
     public static AmpTrainingConfig configure(TrainingConfig config, Block wrappedBlock) {
-        return configure(config, wrappedBlock, null);
+        return configure(config, wrappedBlock, AmpOptions.defaults());
     }
 
     /**
@@ -72,6 +72,20 @@ public final class Amp {
      */
     public static AmpTrainingConfig configure(
             TrainingConfig config, Block wrappedBlock, LossScaling scaling) {
+        return configure(config, wrappedBlock, AmpOptions.builder().lossScaling(scaling).build());
+    }
+
+    /**
+     * Adds mixed precision to a training configuration with explicit options.
+     *
+     * @param config the user's training configuration
+     * @param wrappedBlock the block returned by {@link #wrap}, set on the model
+     * @param options loss scaling and gradient accumulation
+     * @return the configuration to create the trainer from
+     * @throws AmpException when {@code wrappedBlock} is not a {@link MixedPrecisionBlock}
+     */
+    public static AmpTrainingConfig configure(
+            TrainingConfig config, Block wrappedBlock, AmpOptions options) {
         if (!(wrappedBlock instanceof MixedPrecisionBlock)) {
             throw new AmpException(
                     "Amp.configure needs the block returned by Amp.wrap(...), set on the model;"
@@ -80,6 +94,6 @@ public final class Amp {
                             + ". Call model.setBlock(Amp.wrap(block, \"auto\")) first.");
         }
         return new AmpTrainingConfig(
-                config, new AmpSession((MixedPrecisionBlock) wrappedBlock, scaling));
+                config, new AmpSession((MixedPrecisionBlock) wrappedBlock, options));
     }
 }

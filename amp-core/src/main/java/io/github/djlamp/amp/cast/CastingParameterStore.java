@@ -9,6 +9,7 @@ import ai.djl.training.ParameterServer;
 import ai.djl.training.ParameterStore;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.spi.AmpBackend;
+import io.github.djlamp.amp.spi.MemoryLayout;
 
 /**
  * The parameter store one forward pass of a {@link MixedPrecisionBlock} hands down its shadow tree:
@@ -22,6 +23,7 @@ final class CastingParameterStore extends ParameterStore {
     private final AmpBackend backend;
     private final WeightCastCache cache;
     private final Precision computePrecision;
+    private final MemoryLayout lowLayout;
     private final NDManager stepManager;
 
     CastingParameterStore(
@@ -29,12 +31,14 @@ final class CastingParameterStore extends ParameterStore {
             AmpBackend backend,
             WeightCastCache cache,
             Precision computePrecision,
+            MemoryLayout lowLayout,
             NDManager stepManager) {
         super(delegate.getManager(), false);
         this.delegate = delegate;
         this.backend = backend;
         this.cache = cache;
         this.computePrecision = computePrecision;
+        this.lowLayout = lowLayout;
         this.stepManager = stepManager;
     }
 
@@ -42,19 +46,25 @@ final class CastingParameterStore extends ParameterStore {
         return delegate;
     }
 
-    Precision computePrecision() {
-        return computePrecision;
+    /** Casts floating inputs of a low-precision stage to the compute precision and layout. */
+    NDList toLow(NDList arrays) {
+        return castFloating(arrays, computePrecision, lowLayout);
+    }
+
+    /** Casts floating arrays to contiguous fp32, safe for any DJL operation. */
+    NDList toFp32(NDList arrays) {
+        return castFloating(arrays, Precision.FP32, MemoryLayout.CONTIGUOUS);
     }
 
     /** Casts every floating array that is not already {@code target}; others pass unchanged. */
-    NDList castFloating(NDList arrays, Precision target) {
+    private NDList castFloating(NDList arrays, Precision target, MemoryLayout layout) {
         NDList result = new NDList(arrays.size());
         for (NDArray array : arrays) {
             Precision current = backend.precisionOf(array);
             if (current == null || current == target) {
                 result.add(array);
             } else {
-                NDArray cast = backend.cast(array, target, stepManager);
+                NDArray cast = backend.cast(array, target, layout, stepManager);
                 cast.setName(array.getName());
                 result.add(cast);
             }
@@ -71,7 +81,7 @@ final class CastingParameterStore extends ParameterStore {
         }
         Parameter.Type type = parameter.getType();
         if (type == Parameter.Type.WEIGHT || type == Parameter.Type.BIAS) {
-            return cache.get(parameter, master, computePrecision, stepManager);
+            return cache.get(parameter, master, computePrecision, lowLayout, stepManager);
         }
         return master;
     }

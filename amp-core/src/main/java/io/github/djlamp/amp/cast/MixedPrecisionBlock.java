@@ -17,6 +17,8 @@ import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.AmpBackends;
+import io.github.djlamp.amp.spi.DeviceCapabilities;
+import io.github.djlamp.amp.spi.MemoryLayout;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
@@ -43,6 +45,7 @@ public final class MixedPrecisionBlock implements Block {
 
     private final Block original;
     private final PrecisionPolicy policy;
+    private final MemoryLayout lowLayout;
     private final Map<Device, Resolved> resolved = new ConcurrentHashMap<>();
     private volatile AmpBackend backend;
     private volatile WeightCastCache cache;
@@ -51,13 +54,30 @@ public final class MixedPrecisionBlock implements Block {
     /**
      * Wraps a block.
      *
+     * <p>16-bit activations and convolution weights use the channels-last memory layout, the one
+     * Tensor Cores and oneDNN's bf16 kernels run fastest on.
+     *
      * @param original the block to run in mixed precision; it keeps working on its own too
      * @param policy what computes in which precision; "auto" is resolved per device on first use
      * @throws IllegalArgumentException when an override of the policy names no block in the tree
      */
     public MixedPrecisionBlock(Block original, PrecisionPolicy policy) {
+        this(original, policy, MemoryLayout.CHANNELS_LAST);
+    }
+
+    /**
+     * Wraps a block with an explicit memory layout for its 16-bit activations and weights.
+     *
+     * @param original the block to run in mixed precision; it keeps working on its own too
+     * @param policy what computes in which precision; "auto" is resolved per device on first use
+     * @param lowLayout the layout of 16-bit inputs and weights of low-precision blocks: {@link
+     *     MemoryLayout#CHANNELS_LAST} or {@link MemoryLayout#PRESERVE}
+     * @throws IllegalArgumentException when an override of the policy names no block in the tree
+     */
+    public MixedPrecisionBlock(Block original, PrecisionPolicy policy, MemoryLayout lowLayout) {
         this.original = Objects.requireNonNull(original, "original");
         this.policy = Objects.requireNonNull(policy, "policy");
+        this.lowLayout = Objects.requireNonNull(lowLayout, "lowLayout");
         if (original instanceof MixedPrecisionBlock) {
             throw new IllegalArgumentException(
                     "The block is already a MixedPrecisionBlock; wrap the original block once");
@@ -134,9 +154,10 @@ public final class MixedPrecisionBlock implements Block {
             return original.forward(parameterStore, inputs, training, params);
         }
         CastingParameterStore casting =
-                new CastingParameterStore(parameterStore, backend, cache, compute, stepManager);
+                new CastingParameterStore(
+                        parameterStore, backend, cache, compute, lowLayout, stepManager);
         NDList outputs = r.shadow.forward(casting, inputs, training, params);
-        return casting.castFloating(outputs, Precision.FP32);
+        return casting.toFp32(outputs);
     }
 
     private Resolved resolved(Device device, NDManager manager) {
@@ -156,8 +177,9 @@ public final class MixedPrecisionBlock implements Block {
         return resolved.computeIfAbsent(
                 device,
                 d -> {
-                    PrecisionPolicy concrete =
-                            policy.isAuto() ? policy.resolveAuto(backend.capabilities(d)) : policy;
+                    DeviceCapabilities caps = backend.capabilities(d);
+                    PrecisionPolicy concrete = policy.isAuto() ? policy.resolveAuto(caps) : policy;
+                    DeviceSupport.check(concrete, caps);
                     return new Resolved(concrete, ShadowTree.build(original, concrete));
                 });
     }

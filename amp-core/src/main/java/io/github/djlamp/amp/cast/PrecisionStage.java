@@ -9,7 +9,6 @@ import ai.djl.nn.Block;
 import ai.djl.training.ParameterStore;
 import ai.djl.util.PairList;
 import io.github.djlamp.amp.policy.CastCategory;
-import io.github.djlamp.amp.policy.Precision;
 
 /**
  * One leaf of the shadow tree: runs the user's block in the precision its {@link CastCategory}
@@ -59,15 +58,9 @@ final class PrecisionStage extends AbstractBlock {
         CastingParameterStore casting = (CastingParameterStore) parameterStore;
         switch (category) {
             case LOW:
-                Precision compute = casting.computePrecision();
-                return inner.forward(
-                        casting, casting.castFloating(inputs, compute), training, params);
+                return inner.forward(casting, casting.toLow(inputs), training, params);
             case FP32:
-                return inner.forward(
-                        casting.delegate(),
-                        casting.castFloating(inputs, Precision.FP32),
-                        training,
-                        params);
+                return inner.forward(casting.delegate(), casting.toFp32(inputs), training, params);
             default:
                 return inner.forward(casting.delegate(), inputs, training, params);
         }

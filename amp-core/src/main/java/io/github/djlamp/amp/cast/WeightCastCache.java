@@ -6,6 +6,7 @@ import ai.djl.ndarray.NDManager;
 import ai.djl.nn.Parameter;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.spi.AmpBackend;
+import io.github.djlamp.amp.spi.MemoryLayout;
 import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.ConcurrentHashMap;
@@ -40,17 +41,22 @@ public final class WeightCastCache {
      * @param parameter the parameter {@code master} is a device copy of
      * @param master the fp32 master on its device
      * @param target the precision to compute in
+     * @param layout the memory layout of the cast
      * @param stepManager the manager that owns this step's arrays
      * @return the cast, owned by {@code stepManager}
      */
     public NDArray get(
-            Parameter parameter, NDArray master, Precision target, NDManager stepManager) {
-        Key key = new Key(parameter.getId(), master.getDevice(), target);
+            Parameter parameter,
+            NDArray master,
+            Precision target,
+            MemoryLayout layout,
+            NDManager stepManager) {
+        Key key = new Key(parameter.getId(), master.getDevice(), target, layout);
         NDArray cached = entries.get(key);
         if (cached != null && !cached.isReleased() && cached.getManager() == stepManager) {
             return cached;
         }
-        NDArray cast = backend.cast(master, target, stepManager);
+        NDArray cast = backend.cast(master, target, layout, stepManager);
         castsMade.incrementAndGet();
         entries.put(key, cast);
         return cast;
@@ -83,11 +89,13 @@ public final class WeightCastCache {
         final String parameterId;
         final Device device;
         final Precision precision;
+        final MemoryLayout layout;
 
-        Key(String parameterId, Device device, Precision precision) {
+        Key(String parameterId, Device device, Precision precision, MemoryLayout layout) {
             this.parameterId = parameterId;
             this.device = device;
             this.precision = precision;
+            this.layout = layout;
         }
 
         @Override
@@ -98,12 +106,13 @@ public final class WeightCastCache {
             Key k = (Key) o;
             return parameterId.equals(k.parameterId)
                     && device.equals(k.device)
-                    && precision == k.precision;
+                    && precision == k.precision
+                    && layout == k.layout;
         }
 
         @Override
         public int hashCode() {
-            return Objects.hash(parameterId, device, precision);
+            return Objects.hash(parameterId, device, precision, layout);
         }
     }
 }

@@ -12,6 +12,7 @@ import ai.djl.nn.norm.BatchNorm;
 import ai.djl.nn.norm.Dropout;
 import ai.djl.nn.norm.LayerNorm;
 import ai.djl.nn.recurrent.RecurrentBlock;
+import java.lang.reflect.Method;
 import java.util.List;
 import java.util.function.Predicate;
 
@@ -22,7 +23,8 @@ import java.util.function.Predicate;
  * <table>
  * <caption>Default cast rules, in order</caption>
  * <tr><th>block</th><th>category</th></tr>
- * <tr><td>exactly {@code SequentialBlock} or {@code ParallelBlock}</td><td>CONTAINER</td></tr>
+ * <tr><td>{@code SequentialBlock} or {@code ParallelBlock}, or a subclass that keeps their
+ *     forward (such as model-zoo {@code Mlp})</td><td>CONTAINER</td></tr>
  * <tr><td>{@code Convolution} (Conv1d, Conv2d, Conv3d)</td><td>LOW</td></tr>
  * <tr><td>{@code Deconvolution} (Conv1dTranspose, Conv2dTranspose)</td><td>FP32</td></tr>
  * <tr><td>{@code Linear}</td><td>LOW</td></tr>
@@ -40,7 +42,8 @@ import java.util.function.Predicate;
  * </table>
  *
  * <p>Subclasses match the rules of their superclasses, except for CONTAINER: a subclass of {@code
- * SequentialBlock} may override its forward pass, so it is an opaque composite.
+ * SequentialBlock} or {@code ParallelBlock} that declares its own {@code forward} or {@code
+ * forwardInternal} may run its children differently, so it is an opaque composite.
  *
  * <p>The PASS_THROUGH rows were checked with DJL 0.35.1 and PyTorch 2.7.1 on CPU: BatchNorm,
  * GhostBatchNorm, Dropout and each listed lambda ran forward and backward, training and inference,
@@ -54,9 +57,7 @@ public final class DefaultCastRules {
             List.of(
                     new Rule(
                             "SequentialBlock or ParallelBlock: runs its children one by one",
-                            b ->
-                                    b.getClass() == SequentialBlock.class
-                                            || b.getClass() == ParallelBlock.class,
+                            DefaultCastRules::isPlainContainer,
                             CastCategory.CONTAINER),
                     new Rule(
                             "convolution: on autocast's lower-precision list",
@@ -144,6 +145,26 @@ public final class DefaultCastRules {
             }
         }
         throw new AssertionError("the last rule matches every block");
+    }
+
+    private static boolean isPlainContainer(Block block) {
+        Class<?> base;
+        if (block instanceof SequentialBlock) {
+            base = SequentialBlock.class;
+        } else if (block instanceof ParallelBlock) {
+            base = ParallelBlock.class;
+        } else {
+            return false;
+        }
+        for (Class<?> c = block.getClass(); c != base; c = c.getSuperclass()) {
+            for (Method method : c.getDeclaredMethods()) {
+                String name = method.getName();
+                if ("forward".equals(name) || "forwardInternal".equals(name)) {
+                    return false;
+                }
+            }
+        }
+        return true;
     }
 
     private static boolean isTransformerBlock(Block block) {

@@ -1,6 +1,5 @@
 package io.github.djlamp.amp.scale;
 
-import ai.djl.Device;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
@@ -12,36 +11,61 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * The gradients of one step, every device's copy of every parameter, grouped by device: what the
- * fused check must cover so that one Inf on any device skips the step on all of them.
+ * The gradients of one step, every device's copy of every parameter, grouped by replica (the index
+ * of the device in the trainer's device list): what the fused check must cover so that one Inf on
+ * any device skips the step on all of them.
  */
 public final class GradientSet {
 
-    private final Map<Device, NDList> byDevice = new LinkedHashMap<>();
+    private final Map<Integer, NDList> byReplica = new LinkedHashMap<>();
     private final List<String> names = new ArrayList<>();
     private final List<NDArray> gradients = new ArrayList<>();
 
     /**
-     * Adds one device's gradient of one parameter.
+     * Adds the gradient of one parameter on the first (or only) device.
      *
      * @param parameterName the parameter's name, for messages
-     * @param gradient the gradient array on its device
+     * @param gradient the gradient array
      * @return this set
      */
     public GradientSet add(String parameterName, NDArray gradient) {
-        byDevice.computeIfAbsent(gradient.getDevice(), d -> new NDList()).add(gradient);
+        return add(parameterName, 0, gradient);
+    }
+
+    /**
+     * Adds one replica's gradient of one parameter.
+     *
+     * @param parameterName the parameter's name, for messages
+     * @param replica the index of the gradient's device among the trainer's devices
+     * @param gradient the gradient array, on that device
+     * @return this set
+     * @throws IllegalArgumentException when a replica's gradients are not all on one device
+     */
+    public GradientSet add(String parameterName, int replica, NDArray gradient) {
+        NDList group = byReplica.computeIfAbsent(replica, r -> new NDList());
+        if (!group.isEmpty() && !group.get(0).getDevice().equals(gradient.getDevice())) {
+            throw new IllegalArgumentException(
+                    "Replica "
+                            + replica
+                            + " holds gradients on "
+                            + group.get(0).getDevice()
+                            + " and "
+                            + gradient.getDevice()
+                            + "; give each device its own replica index");
+        }
+        group.add(gradient);
         names.add(parameterName);
         gradients.add(gradient);
         return this;
     }
 
     /**
-     * Returns the gradients grouped by device, in the order devices were first seen.
+     * Returns the gradients grouped by replica, in the order replicas were first seen.
      *
-     * @return device to gradients
+     * @return replica index to gradients
      */
-    public Map<Device, NDList> byDevice() {
-        return Collections.unmodifiableMap(byDevice);
+    public Map<Integer, NDList> byReplica() {
+        return Collections.unmodifiableMap(byReplica);
     }
 
     /**

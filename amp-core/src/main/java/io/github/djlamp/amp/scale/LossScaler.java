@@ -10,7 +10,6 @@ import io.github.djlamp.amp.AmpException;
 import io.github.djlamp.amp.spi.AmpBackend;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
 
 /**
  * The loss scaling state machine of one trainer, run on PyTorch's own GradScaler kernels.
@@ -203,19 +202,22 @@ public final class LossScaler implements AutoCloseable {
         }
         backend.zero(new NDList(foundInf));
         float inverse = (float) (1.0 / hostScale);
-        for (Map.Entry<Device, NDList> group : gradients.byDevice().entrySet()) {
-            Device device = group.getKey();
+        boolean first = true;
+        for (NDList group : gradients.byReplica().values()) {
+            Device device = group.get(0).getDevice();
             NDArray inv = stepManager.create(inverse).toDevice(device, false);
             inv.attach(stepManager);
-            if (device.equals(foundInf.getDevice())) {
-                backend.unscaleAndCheck(group.getValue(), foundInf, inv);
+            if (first && device.equals(foundInf.getDevice())) {
+                backend.unscaleAndCheck(group, foundInf, inv);
             } else {
+                // each further replica checks into its own flag on its device; flags merge here
                 NDArray found = stepManager.zeros(new Shape(), DataType.FLOAT32, device);
-                backend.unscaleAndCheck(group.getValue(), found, inv);
+                backend.unscaleAndCheck(group, found, inv);
                 NDArray moved = found.toDevice(foundInf.getDevice(), false);
                 moved.attach(stepManager);
                 foundInf.addi(moved);
             }
+            first = false;
         }
         overflow = foundInf.getFloat() != 0f;
         return overflow;

@@ -38,7 +38,21 @@ public interface AmpBackend {
      * @return the cast array
      * @throws io.github.djlamp.amp.AmpException if {@code array} is not floating point
      */
-    NDArray cast(NDArray array, Precision target, NDManager resultManager);
+    default NDArray cast(NDArray array, Precision target, NDManager resultManager) {
+        return cast(array, target, MemoryLayout.PRESERVE, resultManager);
+    }
+
+    /**
+     * Casts like {@link #cast(NDArray, Precision, NDManager)}, into a given memory layout.
+     *
+     * @param array an FP32, FP16 or BF16 array
+     * @param target the precision to cast to
+     * @param layout the memory layout of the result
+     * @param resultManager the manager that owns the result
+     * @return the cast array
+     * @throws io.github.djlamp.amp.AmpException if {@code array} is not floating point
+     */
+    NDArray cast(NDArray array, Precision target, MemoryLayout layout, NDManager resultManager);
 
     /**
      * Returns the precision of an array, knowing bfloat16 where DJL reports {@code UNKNOWN}.

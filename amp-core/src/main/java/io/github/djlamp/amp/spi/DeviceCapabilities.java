@@ -11,13 +11,15 @@ import java.util.Objects;
 public final class DeviceCapabilities {
 
     private final Device device;
+    private final boolean fp16Supported;
     private final boolean fp16Fast;
+    private final boolean bf16Supported;
     private final boolean bf16Fast;
     private final Precision recommended;
     private final String reason;
 
     /**
-     * Creates a capability record.
+     * Creates a capability record for a device that can compute in both 16-bit precisions.
      *
      * @param device the device described
      * @param fp16Fast whether fp16 compute is faster than fp32 there
@@ -31,9 +33,33 @@ public final class DeviceCapabilities {
             boolean bf16Fast,
             Precision recommended,
             String reason) {
+        this(device, true, fp16Fast, true, bf16Fast, recommended, reason);
+    }
+
+    /**
+     * Creates a capability record.
+     *
+     * @param device the device described
+     * @param fp16Supported whether the device can compute in fp16 at all
+     * @param fp16Fast whether fp16 compute is faster than fp32 there
+     * @param bf16Supported whether the device can compute in bf16 at all
+     * @param bf16Fast whether bf16 compute is faster than fp32 there
+     * @param recommended the precision to train in
+     * @param reason why, in one sentence a user can read
+     */
+    public DeviceCapabilities(
+            Device device,
+            boolean fp16Supported,
+            boolean fp16Fast,
+            boolean bf16Supported,
+            boolean bf16Fast,
+            Precision recommended,
+            String reason) {
         this.device = Objects.requireNonNull(device, "device");
-        this.fp16Fast = fp16Fast;
-        this.bf16Fast = bf16Fast;
+        this.fp16Supported = fp16Supported;
+        this.fp16Fast = fp16Fast && fp16Supported;
+        this.bf16Supported = bf16Supported;
+        this.bf16Fast = bf16Fast && bf16Supported;
         this.recommended = Objects.requireNonNull(recommended, "recommended");
         this.reason = Objects.requireNonNull(reason, "reason");
     }
@@ -63,6 +89,23 @@ public final class DeviceCapabilities {
      */
     public boolean isBf16Fast() {
         return bf16Fast;
+    }
+
+    /**
+     * Returns whether the device can compute in {@code precision} at all.
+     *
+     * @param precision a precision
+     * @return true for FP32 always, and for FP16/BF16 where the device has them
+     */
+    public boolean isSupported(Precision precision) {
+        switch (precision) {
+            case FP16:
+                return fp16Supported;
+            case BF16:
+                return bf16Supported;
+            default:
+                return true;
+        }
     }
 
     /**

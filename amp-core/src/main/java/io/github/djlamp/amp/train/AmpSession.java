@@ -10,6 +10,7 @@ import ai.djl.training.ParameterStore;
 import ai.djl.training.Trainer;
 import ai.djl.util.Pair;
 import io.github.djlamp.amp.AmpException;
+import io.github.djlamp.amp.AmpOptions;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
 import io.github.djlamp.amp.cast.WeightCastCache;
 import io.github.djlamp.amp.policy.Precision;
@@ -44,7 +45,8 @@ public final class AmpSession implements AutoCloseable {
     public static final String SCALER_STATE_PROPERTY = "djl-amp.scaler";
 
     private final MixedPrecisionBlock block;
-    private final LossScaling requestedScaling;
+    private final AmpOptions options;
+    private int pendingBatches;
     private Trainer trainer;
     private AmpBackend backend;
     private LossScaler scaler;
@@ -54,19 +56,19 @@ public final class AmpSession implements AutoCloseable {
     private enum Verdict {
         UNCHECKED,
         APPLY,
-        SKIP
+        SKIP,
+        ACCUMULATE
     }
 
     /**
      * Creates a session for a wrapped block.
      *
      * @param block the wrapped block being trained
-     * @param scaling the loss scaling, or null for the precision's default (dynamic for fp16, none
-     *     for bf16 and fp32)
+     * @param options loss scaling and gradient accumulation
      */
-    public AmpSession(MixedPrecisionBlock block, LossScaling scaling) {
+    public AmpSession(MixedPrecisionBlock block, AmpOptions options) {
         this.block = block;
-        this.requestedScaling = scaling;
+        this.options = options;
     }
 
     /**
@@ -74,7 +76,7 @@ public final class AmpSession implements AutoCloseable {
      *
      * @param trainer the trainer
      * @return its session, attached to it
-     * @throws AmpException when the trainer's optimizer is not djl-amp's
+     * @throws AmpException when the trainer was not configured through Amp.configure
      */
     public static AmpSession of(Trainer trainer) {
         for (ai.djl.training.listener.TrainingListener listener : listenersOf(trainer)) {
@@ -129,8 +131,8 @@ public final class AmpSession implements AutoCloseable {
     }
 
     private LossScaling scalingFor(Precision compute) {
-        if (requestedScaling != null) {
-            return requestedScaling;
+        if (options.getLossScaling() != null) {
+            return options.getLossScaling();
         }
         return compute.needsLossScaling() ? LossScaling.dynamic() : LossScaling.none();
     }
@@ -173,6 +175,7 @@ public final class AmpSession implements AutoCloseable {
      */
     public NDArray scale(NDArray loss) {
         requireAttached();
+        verdict = Verdict.UNCHECKED; // a new backward: the last step's verdict no longer holds
         return scaler.scale(loss);
     }
 
@@ -188,6 +191,33 @@ public final class AmpSession implements AutoCloseable {
         boolean overflow = scaler.unscaleAndCheck(gradients(stepManager), stepManager);
         verdict = overflow ? Verdict.SKIP : Verdict.APPLY;
         return overflow;
+    }
+
+    /**
+     * What {@code EasyTrain}'s loop does after each batch's backward: counts the batch towards the
+     * accumulation window and, at its end, unscales and checks the gradients and moves the scale.
+     *
+     * @param stepManager a manager closed at the end of the batch
+     */
+    public void afterBackward(NDManager stepManager) {
+        requireAttached();
+        pendingBatches++;
+        if (pendingBatches < options.getAccumulationSteps()) {
+            verdict = Verdict.ACCUMULATE;
+            return;
+        }
+        pendingBatches = 0;
+        unscaleAndCheck(stepManager);
+        update();
+    }
+
+    /**
+     * Returns whether the optimizer step after this batch only accumulates gradients.
+     *
+     * @return true inside an accumulation window
+     */
+    boolean isAccumulating() {
+        return verdict == Verdict.ACCUMULATE;
     }
 
     /** Moves the loss scale after the step and saves its state into the model's properties. */
@@ -251,14 +281,14 @@ public final class AmpSession implements AutoCloseable {
             if (!parameter.requiresGradient() || !parameter.isInitialized()) {
                 continue;
             }
-            for (Device device : devices) {
+            for (int replica = 0; replica < devices.length; replica++) {
                 NDArray weight =
                         store != null
-                                ? store.getValue(parameter, device, true)
+                                ? store.getValue(parameter, devices[replica], true)
                                 : parameter.getArray();
                 NDArray grad = weight.getGradient();
                 grad.attach(stepManager);
-                set.add(pair.getKey(), grad);
+                set.add(pair.getKey(), replica, grad);
                 if (store == null) {
                     break;
                 }

@@ -64,8 +64,7 @@ public final class AmpTrainingListener extends TrainingListenerAdapter {
     /** {@inheritDoc} */
     @Override
     public void onTrainingBatch(Trainer trainer, BatchData batchData) {
-        session.unscaleAndCheck(batchData.getBatch().getManager());
-        session.update();
+        session.afterBackward(batchData.getBatch().getManager());
         LossScaler scaler = session.getScaler();
         float scale = scaler.getScale();
         epochMinScale = Math.min(epochMinScale, scale);

@@ -11,7 +11,8 @@ import java.util.Objects;
  * inner optimizer's gradient clipping and weight decay see true gradients. On a step whose
  * gradients overflowed, the inner optimizer is not called at all, so weights and its state
  * (moments, update counts) stay exactly as they were, and the gradient is cleared so it does not
- * add into the next step. After a real update, the weight's 16-bit casts are dropped.
+ * add into the next step. Inside a gradient accumulation window nothing happens, so gradients add
+ * up. After a real update, the weight's 16-bit casts are dropped.
  */
 public final class LossScalingOptimizer extends Optimizer {
 
@@ -46,6 +47,9 @@ public final class LossScalingOptimizer extends Optimizer {
     /** {@inheritDoc} */
     @Override
     public void update(String parameterId, NDArray weight, NDArray grad) {
+        if (session.isAccumulating()) {
+            return;
+        }
         if (session.isSkipping()) {
             session.clearGradient(weight);
             return;

@@ -158,6 +158,13 @@ class DefaultCastRulesTest {
     }
 
     @Test
+    void subclassThatKeepsTheForwardIsAContainer() {
+        assertCategory(CastCategory.CONTAINER, new TestBlocks.NamedSequential(), "SequentialBlock");
+        Block mlp = new ai.djl.basicmodelzoo.basic.Mlp(4, 2, new int[] {8});
+        assertCategory(CastCategory.CONTAINER, mlp, "SequentialBlock");
+    }
+
+    @Test
     void embeddingIsFp32() {
         Block embedding =
                 TrainableWordEmbedding.builder()
@@ -196,11 +203,11 @@ class DefaultCastRulesTest {
                         .setHeadCount(2)
                         .build(),
                 "transformer");
-        // a SequentialBlock subclass: the transformer rule, not CONTAINER
+        // a SequentialBlock subclass that keeps its forward: its Linear layers can run low
         assertCategory(
-                CastCategory.FP32,
+                CastCategory.CONTAINER,
                 new PointwiseFeedForwardBlock(List.of(16), 8, Activation::relu),
-                "transformer");
+                "SequentialBlock");
     }
 
     @Test

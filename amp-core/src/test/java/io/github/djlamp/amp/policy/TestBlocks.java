@@ -57,8 +57,20 @@ final class TestBlocks {
     /** A subclass of MyLinear, to test the most specific class override. */
     static final class MyFinerLinear extends MyLinear {}
 
-    /** A subclass of SequentialBlock that may change how children run. */
-    static final class MySequential extends SequentialBlock {}
+    /** A subclass of SequentialBlock that changes how children run. */
+    static final class MySequential extends SequentialBlock {
+        @Override
+        protected NDList forwardInternal(
+                ParameterStore parameterStore,
+                NDList inputs,
+                boolean training,
+                PairList<String, Object> params) {
+            return super.forwardInternal(parameterStore, inputs, training, params);
+        }
+    }
+
+    /** A subclass of SequentialBlock that keeps its forward, like model-zoo's Mlp. */
+    static final class NamedSequential extends SequentialBlock {}
 
     /**
      * Builds the tree used by several tests (path, class):

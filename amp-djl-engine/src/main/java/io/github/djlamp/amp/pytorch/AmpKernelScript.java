@@ -1,5 +1,8 @@
 package io.github.djlamp.amp.pytorch;
 
+import io.github.djlamp.amp.policy.Precision;
+import io.github.djlamp.amp.spi.MemoryLayout;
+
 /**
  * The TorchScript source of djl-amp's kernel module: one method per operation that DJL's PyTorch
  * engine does not expose.
@@ -28,14 +31,9 @@ final class AmpKernelScript {
                     "  __parameters__ = []",
                     "  __buffers__ = []",
                     "  training : bool",
+                    castMethods(),
                     "  def forward(self: __torch__." + CLASS_NAME + ", x: Tensor) -> Tensor:",
                     "    return x",
-                    "  def to_fp32(self: __torch__." + CLASS_NAME + ", x: Tensor) -> Tensor:",
-                    "    return torch.to(x, " + FLOAT + ")",
-                    "  def to_fp16(self: __torch__." + CLASS_NAME + ", x: Tensor) -> Tensor:",
-                    "    return torch.to(x, " + HALF + ")",
-                    "  def to_bf16(self: __torch__." + CLASS_NAME + ", x: Tensor) -> Tensor:",
-                    "    return torch.to(x, " + BFLOAT16 + ")",
                     "  def dtype_code(self: __torch__." + CLASS_NAME + ", x: Tensor) -> int:",
                     "    return x.dtype",
                     "  def unscale_(self: __torch__."
@@ -58,4 +56,50 @@ final class AmpKernelScript {
                     "");
 
     private AmpKernelScript() {}
+
+    /** PyTorch's ScalarType code of a precision. */
+    static int dtypeCode(Precision precision) {
+        switch (precision) {
+            case FP16:
+                return HALF;
+            case BF16:
+                return BFLOAT16;
+            default:
+                return FLOAT;
+        }
+    }
+
+    /** PyTorch's MemoryFormat code of a layout: 0 contiguous, 1 preserve, 2 channels-last. */
+    static int memoryFormat(MemoryLayout layout) {
+        switch (layout) {
+            case CONTIGUOUS:
+                return 0;
+            case CHANNELS_LAST:
+                return 2;
+            default:
+                return 1;
+        }
+    }
+
+    /** The name of the method that casts to a precision and layout, e.g. {@code to_bf16_2}. */
+    static String castMethod(Precision precision, MemoryLayout layout) {
+        return "to_" + precision.shortName() + "_" + memoryFormat(layout);
+    }
+
+    private static String castMethods() {
+        StringBuilder methods = new StringBuilder();
+        for (Precision precision : Precision.values()) {
+            for (MemoryLayout layout : MemoryLayout.values()) {
+                methods.append("  def ")
+                        .append(castMethod(precision, layout))
+                        .append("(self: __torch__." + CLASS_NAME + ", x: Tensor) -> Tensor:\n")
+                        .append("    return torch.to(x, ")
+                        .append(dtypeCode(precision))
+                        .append(", False, False, ")
+                        .append(memoryFormat(layout))
+                        .append(")\n");
+            }
+        }
+        return methods.toString();
+    }
 }

@@ -12,8 +12,11 @@ import ai.djl.pytorch.jni.IValueUtils;
 import ai.djl.pytorch.jni.JniUtils;
 import io.github.djlamp.amp.AmpException;
 import io.github.djlamp.amp.policy.Precision;
+import io.github.djlamp.amp.spi.MemoryLayout;
 import java.io.ByteArrayInputStream;
 import java.io.IOException;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * The loaded kernel module: typed Java calls onto the methods of {@link AmpKernelScript}.
@@ -28,16 +31,17 @@ final class AmpKernels {
 
     private final NDManager manager;
     private final PtSymbolBlock module;
-    private final NDArray toFp32;
-    private final NDArray toFp16;
-    private final NDArray toBf16;
+    private final Map<String, NDArray> castMarkers = new ConcurrentHashMap<>();
 
     private AmpKernels(NDManager manager, PtSymbolBlock module) {
         this.manager = manager;
         this.module = module;
-        toFp32 = marker("to_fp32");
-        toFp16 = marker("to_fp16");
-        toBf16 = marker("to_bf16");
+        for (Precision precision : Precision.values()) {
+            for (MemoryLayout layout : MemoryLayout.values()) {
+                String method = AmpKernelScript.castMethod(precision, layout);
+                castMarkers.put(method, marker(method));
+            }
+        }
     }
 
     /**
@@ -70,19 +74,8 @@ final class AmpKernels {
         return marker;
     }
 
-    NDArray cast(PtNDArray array, Precision target) {
-        NDArray marker;
-        switch (target) {
-            case FP16:
-                marker = toFp16;
-                break;
-            case BF16:
-                marker = toBf16;
-                break;
-            default:
-                marker = toFp32;
-                break;
-        }
+    NDArray cast(PtNDArray array, Precision target, MemoryLayout layout) {
+        NDArray marker = castMarkers.get(AmpKernelScript.castMethod(target, layout));
         return IValueUtils.forward(module, new NDList(array, marker), true).singletonOrThrow();
     }
 

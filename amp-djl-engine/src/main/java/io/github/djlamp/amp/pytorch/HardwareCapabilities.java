@@ -55,38 +55,42 @@ final class HardwareCapabilities {
      * Capabilities of a CUDA device from its compute capability as DJL reports it ("86" for 8.6).
      */
     static DeviceCapabilities forCuda(Device device, String computeCapability) {
-        int major =
-                Integer.parseInt(computeCapability.substring(0, computeCapability.length() - 1));
-        String cc = major + "." + computeCapability.substring(computeCapability.length() - 1);
-        if (major >= 8) {
+        int split = computeCapability.length() - 1;
+        int major = Integer.parseInt(computeCapability.substring(0, split));
+        int minor = Integer.parseInt(computeCapability.substring(split));
+        String cc = "CUDA compute capability " + major + "." + minor;
+        // fp16 arithmetic needs 5.3; PyTorch computes bf16 from 8.0 (Ampere) on
+        boolean fp16 = major > 5 || (major == 5 && minor >= 3);
+        boolean bf16 = major >= 8;
+        if (bf16) {
             return new DeviceCapabilities(
                     device,
                     true,
                     true,
+                    true,
+                    true,
                     Precision.BF16,
-                    "CUDA compute capability "
-                            + cc
-                            + " has bf16 Tensor Cores; bf16 keeps fp32's range and needs no loss"
-                            + " scaling");
+                    cc
+                            + " has bf16 Tensor Cores; bf16 keeps fp32's range and needs no loss scaling");
         }
         if (major == 7) {
             return new DeviceCapabilities(
                     device,
                     true,
+                    true,
+                    false,
                     false,
                     Precision.FP16,
-                    "CUDA compute capability "
-                            + cc
-                            + " has fp16 Tensor Cores but no bf16 ones; fp16 with dynamic loss"
-                            + " scaling");
+                    cc + " has fp16 Tensor Cores but no bf16: fp16 with dynamic loss scaling");
         }
         return new DeviceCapabilities(
                 device,
+                fp16,
+                false,
                 false,
                 false,
                 Precision.FP32,
-                "CUDA compute capability "
-                        + cc
+                cc
                         + " has no Tensor Cores (they need 7.0 or later): mixed precision would"
                         + " not speed this GPU up");
     }

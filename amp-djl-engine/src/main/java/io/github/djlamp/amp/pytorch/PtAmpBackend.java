@@ -10,6 +10,7 @@ import io.github.djlamp.amp.AmpException;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.DeviceCapabilities;
+import io.github.djlamp.amp.spi.MemoryLayout;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 
@@ -33,7 +34,8 @@ public final class PtAmpBackend implements AmpBackend {
 
     /** {@inheritDoc} */
     @Override
-    public NDArray cast(NDArray array, Precision target, NDManager resultManager) {
+    public NDArray cast(
+            NDArray array, Precision target, MemoryLayout layout, NDManager resultManager) {
         PtNDArray pt = requirePyTorch(array);
         if (precisionOf(pt) == null) {
             throw new AmpException(
@@ -46,7 +48,11 @@ public final class PtAmpBackend implements AmpBackend {
                             + ": mixed precision casts floating-point arrays only (fp32, fp16,"
                             + " bf16)");
         }
-        NDArray result = kernels().cast(pt, target);
+        MemoryLayout effective =
+                layout == MemoryLayout.CHANNELS_LAST && pt.getShape().dimension() != 4
+                        ? MemoryLayout.PRESERVE
+                        : layout;
+        NDArray result = kernels().cast(pt, target, effective);
         result.attach(resultManager);
         return result;
     }

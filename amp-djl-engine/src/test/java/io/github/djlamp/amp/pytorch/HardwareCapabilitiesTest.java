@@ -28,6 +28,10 @@ class HardwareCapabilitiesTest {
         DeviceCapabilities pascal = HardwareCapabilities.forCuda(Device.gpu(), "61");
         assertEquals(Precision.FP32, pascal.getRecommended());
         assertTrue(pascal.getReason().contains("no Tensor Cores"), pascal.getReason());
+        assertTrue(pascal.isSupported(Precision.FP16), "6.1 computes fp16, slowly");
+        assertFalse(pascal.isSupported(Precision.BF16));
+        assertFalse(volta.isSupported(Precision.BF16), "bf16 needs 8.0");
+        assertFalse(HardwareCapabilities.forCuda(Device.gpu(), "52").isSupported(Precision.FP16));
         assertEquals(
                 Precision.BF16, HardwareCapabilities.forCuda(Device.gpu(), "100").getRecommended());
     }
