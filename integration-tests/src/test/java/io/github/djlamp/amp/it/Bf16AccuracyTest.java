@@ -36,6 +36,13 @@ class Bf16AccuracyTest {
             assertEquals(fp32.batchOrderHash, bf16.batchOrderHash, "same batches in same order");
             assertEquals((TRAIN_IMAGES + BATCH - 1) / BATCH, bf16.steps, "bf16 steps");
             assertEquals(0, bf16.skippedSteps, "bf16 needs no loss scaling, skips nothing");
+            assertEquals(fp32.accuracy, fp32.djlValidateAccuracy, 1e-6, "DJL's evaluator agrees");
+            assertEquals(bf16.accuracy, bf16.djlValidateAccuracy, 1e-6, "DJL's evaluator agrees");
+            assertEquals(
+                    fp32.trainLoss,
+                    bf16.trainLoss,
+                    0.25 * fp32.trainLoss,
+                    "DJL's listeners report the unscaled training loss");
             assertTrue(fp32.accuracy > FLOOR, "fp32 accuracy " + fp32.accuracy);
             assertTrue(bf16.accuracy > FLOOR, "bf16 accuracy " + bf16.accuracy);
             assertEquals(

@@ -12,9 +12,12 @@ import ai.djl.training.DefaultTrainingConfig;
 import ai.djl.training.EasyTrain;
 import ai.djl.training.Trainer;
 import ai.djl.training.TrainingConfig;
+import ai.djl.training.TrainingResult;
 import ai.djl.training.dataset.Batch;
 import ai.djl.training.dataset.Dataset;
 import ai.djl.training.dataset.RandomAccessDataset;
+import ai.djl.training.evaluator.Accuracy;
+import ai.djl.training.listener.TrainingListener;
 import ai.djl.training.listener.TrainingListenerAdapter;
 import ai.djl.training.loss.Loss;
 import ai.djl.training.optimizer.Optimizer;
@@ -48,6 +51,8 @@ final class FashionRun {
         final float finalScale;
         final int initialWeightsHash;
         final int batchOrderHash;
+        final float djlValidateAccuracy;
+        final float trainLoss;
 
         Result(
                 String label,
@@ -58,7 +63,9 @@ final class FashionRun {
                 long skippedSteps,
                 float finalScale,
                 int initialWeightsHash,
-                int batchOrderHash) {
+                int batchOrderHash,
+                float djlValidateAccuracy,
+                float trainLoss) {
             this.label = label;
             this.accuracy = accuracy;
             this.trainSeconds = trainSeconds;
@@ -68,16 +75,20 @@ final class FashionRun {
             this.finalScale = finalScale;
             this.initialWeightsHash = initialWeightsHash;
             this.batchOrderHash = batchOrderHash;
+            this.djlValidateAccuracy = djlValidateAccuracy;
+            this.trainLoss = trainLoss;
         }
 
         @Override
         public String toString() {
             return String.format(
                     Locale.ROOT,
-                    "%-14s test accuracy %.2f%%, train %.1f s (%d steps, %d skipped, final scale"
-                            + " %s), eval %.1f s",
+                    "%-14s test accuracy %.2f%% (DJL's evaluator: %.2f%%), train loss %.4f, train"
+                            + " %.1f s (%d steps, %d skipped, final scale %s), eval %.1f s",
                     label,
                     accuracy * 100,
+                    djlValidateAccuracy * 100,
+                    trainLoss,
                     trainSeconds,
                     steps,
                     skippedSteps,
@@ -124,6 +135,8 @@ final class FashionRun {
                                             .optLearningRateTracker(
                                                     cosine(epochs * batchesOf(train)))
                                             .build())
+                            .addEvaluator(new Accuracy())
+                            .addTrainingListeners(TrainingListener.Defaults.basic())
                             .addTrainingListeners(order);
             if (policy != null) {
                 config = Amp.configure(config, m.getBlock(), scaling);
@@ -133,8 +146,11 @@ final class FashionRun {
                 trainer.initialize(inputShape);
                 int weightsHash = weightsHash(block);
                 long start = System.nanoTime();
-                EasyTrain.fit(trainer, epochs, train, null);
-                long trained = System.nanoTime();
+                // DJL validates on the test set after the epoch, through its own evaluators
+                EasyTrain.fit(trainer, epochs, train, test);
+                long trained = order.lastBatchEnd;
+                TrainingResult djl = trainer.getTrainingResult();
+                long evaluating = System.nanoTime();
                 double accuracy = accuracy(trainer, test);
                 long evaluated = System.nanoTime();
                 long steps = order.batches;
@@ -151,12 +167,14 @@ final class FashionRun {
                                 label,
                                 accuracy,
                                 (trained - start) / 1e9,
-                                (evaluated - trained) / 1e9,
+                                (evaluated - evaluating) / 1e9,
                                 steps,
                                 skipped,
                                 scale,
                                 weightsHash,
-                                order.hash);
+                                order.hash,
+                                djl.getValidateEvaluation("Accuracy"),
+                                djl.getTrainLoss());
                 System.out.println(result);
                 return result;
             }
@@ -216,12 +234,14 @@ final class FashionRun {
     private static final class BatchOrder extends TrainingListenerAdapter {
         int hash = 1;
         long batches;
+        long lastBatchEnd;
 
         @Override
         public void onTrainingBatch(Trainer trainer, BatchData batchData) {
             NDList labels = batchData.getBatch().getLabels();
             hash = 31 * hash + Arrays.hashCode(labels.singletonOrThrow().toFloatArray());
             batches++;
+            lastBatchEnd = System.nanoTime();
         }
     }
 }

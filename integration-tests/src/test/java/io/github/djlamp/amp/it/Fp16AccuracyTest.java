@@ -40,6 +40,13 @@ class Fp16AccuracyTest {
             assertTrue(
                     fp16.skippedSteps < fp16.steps / 10,
                     "dynamic loss scaling skips few steps: " + fp16.skippedSteps);
+            assertEquals(fp32.accuracy, fp32.djlValidateAccuracy, 1e-6, "DJL's evaluator agrees");
+            assertEquals(fp16.accuracy, fp16.djlValidateAccuracy, 1e-6, "DJL's evaluator agrees");
+            assertEquals(
+                    fp32.trainLoss,
+                    fp16.trainLoss,
+                    0.25 * fp32.trainLoss,
+                    "DJL's listeners report the unscaled training loss");
             assertTrue(fp32.accuracy > FLOOR, "fp32 accuracy " + fp32.accuracy);
             assertTrue(fp16.accuracy > FLOOR, "fp16 accuracy " + fp16.accuracy);
             assertEquals(
