@@ -50,6 +50,7 @@ public final class MixedPrecisionBlock implements Block {
     private volatile AmpBackend backend;
     private volatile WeightCastCache cache;
     private volatile ParameterStore trainingStore;
+    private volatile BufferSnapshot bufferSnapshot;
 
     /**
      * Wraps a block.
@@ -73,6 +74,8 @@ public final class MixedPrecisionBlock implements Block {
      * @param lowLayout the layout of 16-bit inputs and weights of low-precision blocks: {@link
      *     MemoryLayout#CHANNELS_LAST} or {@link MemoryLayout#PRESERVE}
      * @throws IllegalArgumentException when an override of the policy names no block in the tree
+     * @throws io.github.djlamp.amp.AmpException when an override would hand bf16 arrays to a block
+     *     that may call softmax (which terminates the JVM in DJL 0.35.1)
      */
     public MixedPrecisionBlock(Block original, PrecisionPolicy policy, MemoryLayout lowLayout) {
         this.original = Objects.requireNonNull(original, "original");
@@ -83,6 +86,9 @@ public final class MixedPrecisionBlock implements Block {
                     "The block is already a MixedPrecisionBlock; wrap the original block once");
         }
         policy.validateAgainst(original);
+        if (!policy.isAuto()) {
+            ShadowTree.build(original, policy); // rejects now what the first forward would
+        }
     }
 
     /**
@@ -134,6 +140,20 @@ public final class MixedPrecisionBlock implements Block {
         return trainingStore;
     }
 
+    /**
+     * Makes every training forward copy the running statistics (BatchNorm) first, so that a step
+     * skipped for overflow can restore them: djl-amp's trainer glue turns this on whenever steps
+     * can be skipped.
+     *
+     * @return the snapshot the forward passes fill
+     */
+    public BufferSnapshot enableBufferSnapshots() {
+        if (bufferSnapshot == null) {
+            bufferSnapshot = new BufferSnapshot();
+        }
+        return bufferSnapshot;
+    }
+
     /** {@inheritDoc} */
     @Override
     public NDList forward(
@@ -144,10 +164,14 @@ public final class MixedPrecisionBlock implements Block {
         if (!original.isInitialized()) {
             original.initialize(parameterStore.getManager(), DataType.FLOAT32, inputs.getShapes());
         }
+        NDManager stepManager = inputs.head().getManager();
         if (training) {
             trainingStore = parameterStore;
+            BufferSnapshot snapshot = bufferSnapshot;
+            if (snapshot != null) {
+                snapshot.take(parameterStore, original, inputs.head().getDevice());
+            }
         }
-        NDManager stepManager = inputs.head().getManager();
         Resolved r = resolved(inputs.head().getDevice(), stepManager);
         Precision compute = r.policy.getComputePrecision();
         if (compute == Precision.FP32) {

@@ -84,6 +84,21 @@ public final class PtAmpBackend implements AmpBackend {
 
     /** {@inheritDoc} */
     @Override
+    public void copy(NDList destinations, NDList sources) {
+        if (destinations.size() != sources.size()) {
+            throw new AmpException(
+                    "copy needs as many sources as destinations, got "
+                            + sources.size()
+                            + " and "
+                            + destinations.size());
+        }
+        if (!destinations.isEmpty()) {
+            kernels().copy(requirePyTorch(destinations), requirePyTorch(sources));
+        }
+    }
+
+    /** {@inheritDoc} */
+    @Override
     public void zero(NDList arrays) {
         if (!arrays.isEmpty()) {
             kernels().zero(requirePyTorch(arrays));
