@@ -13,8 +13,12 @@ import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.index.NDIndex;
 import ai.djl.ndarray.types.Shape;
+import ai.djl.nn.Activation;
 import ai.djl.nn.Block;
 import ai.djl.nn.Parameter;
+import ai.djl.nn.SequentialBlock;
+import ai.djl.nn.core.Linear;
+import ai.djl.nn.norm.BatchNorm;
 import ai.djl.training.DefaultTrainingConfig;
 import ai.djl.training.EasyTrain;
 import ai.djl.training.GradientCollector;
@@ -42,8 +46,9 @@ import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * A step whose gradients hold Inf or NaN is skipped as PyTorch's GradScaler skips it: the weights
- * and Adam's state stay bit for bit as they were, the scale halves, the bad gradient does not leak
- * into the next step, and the next step trains normally.
+ * (BatchNorm's running statistics included) and Adam's state stay bit for bit as they were, the
+ * scale halves, the bad gradient does not leak into the next step, and the next step trains
+ * normally.
  */
 class OverflowSkipTest {
 
@@ -55,7 +60,7 @@ class OverflowSkipTest {
     void oneNonFiniteGradientElementSkipsTheStepInACustomLoop(float bad) {
         Engine.getInstance().setRandomSeed(3);
         try (Model model = Model.newInstance("overflow", "PyTorch")) {
-            MixedPrecisionBlock block = Amp.wrap(Models.mlp(32, ToyTask.CLASSES), "mixed_float16");
+            MixedPrecisionBlock block = Amp.wrap(model(), "mixed_float16");
             model.setBlock(block);
             Optimizer adam = Optimizer.adam().optLearningRateTracker(Tracker.fixed(0.01f)).build();
             AmpTrainingConfig config =
@@ -144,7 +149,7 @@ class OverflowSkipTest {
         Engine.getInstance().setRandomSeed(5);
         int badBatch = 4;
         try (Model model = Model.newInstance("inf-loss", "PyTorch")) {
-            MixedPrecisionBlock block = Amp.wrap(Models.mlp(32, ToyTask.CLASSES), "mixed_float16");
+            MixedPrecisionBlock block = Amp.wrap(model(), "mixed_float16");
             model.setBlock(block);
             Watcher watcher = new Watcher(block);
             InfiniteAt loss = new InfiniteAt(Loss.softmaxCrossEntropyLoss(), watcher, badBatch);
@@ -171,7 +176,7 @@ class OverflowSkipTest {
                 EasyTrain.fit(trainer, 2, dataset, null);
 
                 LossScaler scaler = AmpSession.of(trainer).getScaler();
-                int batches = watcher.weights.size();
+                int batches = watcher.batch();
                 assertEquals(8, batches);
                 assertEquals(1, scaler.getSkippedSteps(), "exactly the poisoned step skipped");
                 assertEquals(batches, scaler.getSteps());
@@ -180,24 +185,46 @@ class OverflowSkipTest {
                     float expected = i < badBatch ? INIT_SCALE : INIT_SCALE * 0.5f;
                     assertEquals(expected, watcher.scales.get(i), "scale after batch " + i);
                 }
-                // weights seen at batch i are those after step i - 1
+                // Watcher sees batch i after its forward and the AMP check, before its step:
+                // trained parameters as after step i - 1, running statistics as after forward i
+                // (restored to before forward i when step i is skipped).
                 assertEquals(
-                        watcher.weights.get(badBatch),
-                        watcher.weights.get(badBatch + 1),
-                        "weights bitwise unchanged across the skipped step");
+                        watcher.trained.get(badBatch),
+                        watcher.trained.get(badBatch + 1),
+                        "trained parameters bitwise unchanged across the skipped step");
                 assertNotEquals(
-                        watcher.weights.get(badBatch - 1),
-                        watcher.weights.get(badBatch),
+                        watcher.trained.get(badBatch - 1),
+                        watcher.trained.get(badBatch),
                         "the step before was applied");
                 assertNotEquals(
-                        watcher.weights.get(badBatch + 1),
-                        watcher.weights.get(badBatch + 2),
+                        watcher.trained.get(badBatch + 1),
+                        watcher.trained.get(badBatch + 2),
                         "the step after was applied");
+                assertEquals(
+                        watcher.statistics.get(badBatch - 1),
+                        watcher.statistics.get(badBatch),
+                        "running statistics restored: the poisoned forward left no trace");
+                assertNotEquals(
+                        watcher.statistics.get(badBatch),
+                        watcher.statistics.get(badBatch + 1),
+                        "running statistics move again with the next batch");
                 for (Snapshots.Bits bits : Snapshots.weights(block).values()) {
                     assertTrue(bits.allFinite(), "final weights finite");
                 }
             }
         }
+    }
+
+    /**
+     * Linear 32, BatchNorm, ReLU, Linear 4: BatchNorm's running statistics move in every training
+     * forward, so "every weight unchanged" covers them too (djl-amp restores them on a skip).
+     */
+    private static Block model() {
+        return new SequentialBlock()
+                .add(Linear.builder().setUnits(32).build())
+                .add(BatchNorm.builder().build())
+                .add(Activation.reluBlock())
+                .add(Linear.builder().setUnits(ToyTask.CLASSES).build());
     }
 
     /** Sets one element of a parameter's real gradient, and checks it took. */
@@ -213,6 +240,9 @@ class OverflowSkipTest {
 
     private static void assertGradientsCleared(Block block, NDManager manager) {
         for (Pair<String, Parameter> p : block.getParameters()) {
+            if (!p.getValue().requiresGradient()) {
+                continue;
+            }
             NDArray grad = p.getValue().getArray().getGradient();
             grad.attach(manager);
             for (float v : grad.toFloatArray()) {
@@ -260,24 +290,29 @@ class OverflowSkipTest {
         }
     }
 
-    /** Records, after the AMP listener's check and update of each batch, the scale and weights. */
+    /**
+     * Records, after the AMP listener's check and update of each batch, the scale, the trained
+     * parameters and the running statistics.
+     */
     private static final class Watcher extends TrainingListenerAdapter {
         final Block block;
         final List<Float> scales = new ArrayList<>();
-        final List<Map<String, Snapshots.Bits>> weights = new ArrayList<>();
+        final List<Map<String, Snapshots.Bits>> trained = new ArrayList<>();
+        final List<Map<String, Snapshots.Bits>> statistics = new ArrayList<>();
 
         Watcher(Block block) {
             this.block = block;
         }
 
         int batch() {
-            return weights.size();
+            return trained.size();
         }
 
         @Override
         public void onTrainingBatch(Trainer trainer, BatchData batchData) {
             scales.add(AmpSession.of(trainer).getScaler().getScale());
-            weights.add(Snapshots.weights(block));
+            trained.add(Snapshots.weights(block, Parameter::requiresGradient));
+            statistics.add(Snapshots.weights(block, p -> !p.requiresGradient()));
         }
     }
 

@@ -10,6 +10,7 @@ import ai.djl.util.Pair;
 import java.lang.reflect.Field;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.function.Predicate;
 
 /** Bit-exact copies of training state, to prove a skipped step changed nothing. */
 final class Snapshots {
@@ -18,9 +19,16 @@ final class Snapshots {
 
     /** The raw bits of every parameter of a block, by parameter name. */
     static Map<String, Bits> weights(Block block) {
+        return weights(block, p -> true);
+    }
+
+    /** The raw bits of the parameters of a block that {@code which} accepts, by name. */
+    static Map<String, Bits> weights(Block block, Predicate<Parameter> which) {
         Map<String, Bits> result = new TreeMap<>();
         for (Pair<String, Parameter> p : block.getParameters()) {
-            result.put(p.getKey(), Bits.of(p.getValue().getArray()));
+            if (which.test(p.getValue())) {
+                result.put(p.getKey(), Bits.of(p.getValue().getArray()));
+            }
         }
         return result;
     }
