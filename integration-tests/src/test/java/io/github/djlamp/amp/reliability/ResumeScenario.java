@@ -26,9 +26,9 @@ import java.nio.file.Path;
 import java.nio.file.Paths;
 
 /**
- * Child-JVM program for {@link ResumeTest}: trains steps [from, to) of a fixed schedule, loading
- * the model from {@code dir} first when {@code from > 0}, and saves it there at the end. Prints the
- * scaler state.
+ * Child-JVM program for {@link FreshJvmResumeTest}: trains steps [from, to) of a fixed schedule,
+ * loading the model from {@code dir} first when {@code from > 0}, and saves it there at the end.
+ * Prints the scaler state.
  */
 public final class ResumeScenario {
 

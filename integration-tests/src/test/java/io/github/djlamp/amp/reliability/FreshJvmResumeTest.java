@@ -20,7 +20,7 @@ import org.junit.jupiter.api.io.TempDir;
  * Training N steps straight equals training k steps, saving, loading into a fresh JVM and training
  * N-k more: the same weights, bitwise, and the same scaler state.
  */
-class ResumeTest {
+class FreshJvmResumeTest {
 
     private static String state(String output) {
         for (String line : output.split("\n")) {
