@@ -8,9 +8,9 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
 /**
- * DJL's model-zoo ResNetV1 and Mlp and its transformer blocks train and infer through djl-amp in
- * bf16, and in fp16 on tiny shapes, without killing the JVM: each runs in a child JVM, so a native
- * crash fails its test instead of the build.
+ * DJL's model-zoo ResNetV1 and Mlp, its transformer blocks, an LSTM and a user lambda that calls
+ * softmax train and infer through djl-amp in bf16, and in fp16 on tiny shapes, without killing the
+ * JVM: each runs in a child JVM, so a native crash fails its test instead of the build.
  */
 class ModelZooNoCrashTest {
 
@@ -29,6 +29,11 @@ class ModelZooNoCrashTest {
         "transformer, 'mixed_float16[class:ai.djl.nn.transformer.TransformerEncoderBlock=low]', 2",
         "bert, mixed_bfloat16, 2",
         "bert, mixed_float16, 2",
+        "lstm, mixed_bfloat16, 2",
+        "lstm, mixed_float16, 2",
+        "softmax-lambda, mixed_bfloat16, 2",
+        "softmax-lambda, mixed_float16, 2",
+        "softmax-lambda, auto, 2",
     })
     void trainsAndInfersWithoutCrashing(String model, String policy, int steps) throws Exception {
         ForkedJvm.Result result = ForkedJvm.run(ZooScenarios.class, model, policy, "" + steps);

@@ -1,5 +1,6 @@
 package io.github.djlamp.amp.it;
 
+import ai.djl.Device;
 import ai.djl.Model;
 import ai.djl.basicmodelzoo.basic.Mlp;
 import ai.djl.basicmodelzoo.cv.classification.ResNetV1;
@@ -12,8 +13,10 @@ import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Activation;
 import ai.djl.nn.Block;
 import ai.djl.nn.Blocks;
+import ai.djl.nn.LambdaBlock;
 import ai.djl.nn.SequentialBlock;
 import ai.djl.nn.core.Linear;
+import ai.djl.nn.recurrent.LSTM;
 import ai.djl.nn.transformer.BertBlock;
 import ai.djl.nn.transformer.TransformerEncoderBlock;
 import ai.djl.training.DefaultTrainingConfig;
@@ -79,13 +82,15 @@ public final class ZooScenarios {
                                             .setLearningRateTracker(Tracker.fixed(0.01f))
                                             .build());
             // a modest initial scale so that fp16 steps are applied, not skipped for overflow
+            PrecisionPolicy concrete = wrapped.resolvePolicy(Device.cpu(), model.getNDManager());
             LossScaling scaling =
-                    PrecisionPolicy.parse(policy).getComputePrecision().needsLossScaling()
+                    concrete.getComputePrecision().needsLossScaling()
                             ? LossScaling.dynamicBuilder().initScale(256f).build()
                             : null;
             try (Trainer trainer = model.newTrainer(Amp.configure(base, wrapped, scaling))) {
                 trainer.initialize(scenario.inputShapes);
-                System.out.println(name + " under " + policy + ": " + categories(wrapped));
+                System.out.println(
+                        name + " under " + concrete + ": " + categories(wrapped, concrete));
                 float before = checksum(wrapped);
                 for (int step = 0; step < steps; step++) {
                     NDList x = scenario.inputs.apply(data);
@@ -179,6 +184,29 @@ public final class ZooScenarios {
                         3);
             case "bert":
                 return bert();
+            case "lstm":
+                return images(
+                        new SequentialBlock()
+                                .add(
+                                        LSTM.builder()
+                                                .setStateSize(16)
+                                                .setNumLayers(1)
+                                                .optBatchFirst(true)
+                                                .optReturnState(false)
+                                                .build())
+                                .add(Blocks.batchFlattenBlock())
+                                .add(Linear.builder().setUnits(3).build()),
+                        new Shape(4, 5, 8),
+                        3);
+            case "softmax-lambda":
+                // a user lambda that calls softmax: bf16 would terminate the JVM in DJL 0.35.1
+                return images(
+                        new SequentialBlock()
+                                .add(Linear.builder().setUnits(16).build())
+                                .add(new LambdaBlock(x -> new NDList(x.head().softmax(1))))
+                                .add(Linear.builder().setUnits(3).build()),
+                        new Shape(4, 8),
+                        3);
             default:
                 throw new IllegalArgumentException("no scenario " + name);
         }
@@ -219,9 +247,9 @@ public final class ZooScenarios {
                 2);
     }
 
-    private static String categories(MixedPrecisionBlock wrapped) {
+    private static String categories(MixedPrecisionBlock wrapped, PrecisionPolicy concrete) {
         Map<CastCategory, Integer> counts = new EnumMap<>(CastCategory.class);
-        for (CastCategory c : wrapped.getPolicy().resolveAll(wrapped.getOriginal()).values()) {
+        for (CastCategory c : concrete.resolveAll(wrapped.getOriginal()).values()) {
             counts.merge(c, 1, Integer::sum);
         }
         return "blocks by category " + counts;

@@ -16,9 +16,15 @@ final class ChildJvm {
 
     /** Runs {@code mainClass} and returns its output; fails unless it exits 0. */
     static String run(Class<?> mainClass, String... args) throws IOException, InterruptedException {
+        return run(List.of("-Xmx1g"), mainClass, args);
+    }
+
+    /** Runs {@code mainClass} with JVM options; fails unless it exits 0. */
+    static String run(List<String> jvmOptions, Class<?> mainClass, String... args)
+            throws IOException, InterruptedException {
         List<String> command = new ArrayList<>();
         command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-        command.add("-Xmx1g");
+        command.addAll(jvmOptions);
         command.add("-Dai.djl.offline=true");
         command.add("-cp");
         command.add(System.getProperty("java.class.path"));
