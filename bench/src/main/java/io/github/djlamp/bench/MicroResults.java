@@ -8,6 +8,7 @@ import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
@@ -85,8 +86,8 @@ public final class MicroResults {
         out.append("- Command: `").append(command).append("`\n");
         out.append("- Date: ").append(date).append('\n');
         out.append("- Machine: ").append(machine).append('\n');
-        out.append("- Load average (1 min) ").append(load);
-        out.append(" (other processes on the machine make the numbers noisier)\n");
+        out.append("- Load average (1 min): ").append(load);
+        out.append(" (above 1, other processes shared the cores and the numbers are inflated)\n");
         if (!results.isEmpty()) {
             JsonObject first = results.get(0).getAsJsonObject();
             out.append("- JMH ").append(text(first, "jmhVersion")).append(", ");
@@ -96,6 +97,7 @@ public final class MicroResults {
             out.append(text(first, "measurementIterations")).append(" x ");
             out.append(text(first, "measurementTime"));
             out.append("; error is JMH's 99.9% confidence half-width\n");
+            out.append("- Forked JVM arguments: `").append(jvmArgs(first)).append("`\n");
         }
         out.append("\n| benchmark | params | score | error | unit |\n");
         out.append("| --- | --- | ---: | ---: | --- |\n");
@@ -150,6 +152,15 @@ public final class MicroResults {
                         .map(e -> e.getKey() + "=" + e.getValue().getAsString())
                         .collect(Collectors.toList());
         return String.join(", ", pairs);
+    }
+
+    private static String jvmArgs(JsonObject result) {
+        JsonArray args = result.getAsJsonArray("jvmArgs");
+        List<String> list = new ArrayList<>();
+        if (args != null) {
+            args.forEach(arg -> list.add(arg.getAsString()));
+        }
+        return String.join(" ", list);
     }
 
     private static String text(JsonObject object, String member) {

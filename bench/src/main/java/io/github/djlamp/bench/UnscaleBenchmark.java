@@ -45,7 +45,7 @@ import org.openjdk.jmh.annotations.Warmup;
 @Measurement(iterations = 5, time = 1)
 @Fork(
         value = 1,
-        jvmArgsAppend = {"-Dai.djl.offline=true", BenchSettings.QUIET_LOGS})
+        jvmArgsAppend = {BenchSettings.OFFLINE, BenchSettings.ONE_THREAD, BenchSettings.QUIET_LOGS})
 @State(Scope.Thread)
 public class UnscaleBenchmark {
 
