@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs djl-amp's JMH micro-benchmarks of the engine layer (about 5 minutes on 2 cores) and rewrites
+# Runs djl-amp's JMH micro-benchmarks of the engine layer (about 2.5 minutes on 2 cores) and rewrites
 # the micro section of bench/RESULTS.md. Extra arguments go to JMH, e.g. `-wi 0 -i 1` for a quick look.
 set -euo pipefail
 

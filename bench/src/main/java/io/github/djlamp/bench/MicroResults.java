@@ -87,7 +87,7 @@ public final class MicroResults {
         out.append("- Date: ").append(date).append('\n');
         out.append("- Machine: ").append(machine).append('\n');
         out.append("- Load average (1 min): ").append(load);
-        out.append(" (above 1, other processes shared the cores and the numbers are inflated)\n");
+        out.append(" (the run itself adds about 1; more means other processes shared the cores)\n");
         if (!results.isEmpty()) {
             JsonObject first = results.get(0).getAsJsonObject();
             out.append("- JMH ").append(text(first, "jmhVersion")).append(", ");
