@@ -37,7 +37,9 @@ public final class PtAmpBackend implements AmpBackend {
     public NDArray cast(
             NDArray array, Precision target, MemoryLayout layout, NDManager resultManager) {
         PtNDArray pt = requirePyTorch(array);
-        if (precisionOf(pt) == null) {
+        DataType type = pt.getDataType();
+        // UNKNOWN is what DJL reports for bf16; asking PyTorch would cost a call per cast
+        if (type != DataType.UNKNOWN && Precision.fromDataType(type) == null) {
             throw new AmpException(
                     "Cannot cast array '"
                             + describe(array)
