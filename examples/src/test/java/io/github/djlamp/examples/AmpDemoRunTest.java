@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
+import io.github.djlamp.examples.data.FashionMnistData;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
@@ -58,6 +59,35 @@ class AmpDemoRunTest {
         assertEquals(2, json.getAsJsonArray("runs").size());
         assertEquals("resnet20", json.getAsJsonObject("settings").get("model").getAsString());
         assertEquals(2, Files.readAllLines(out.resolve(ReportFiles.RUNS_CSV)).size() - 1);
+    }
+
+    @Test
+    void theFullSetIsReadFromTheDataDir(@TempDir Path tmp) throws Exception {
+        // any folder with the four IDX files will do: here, the shipped subset's files
+        FashionMnistData.subset(tmp);
+        Path folder = tmp.resolve("fashion-mnist-subset");
+        ByteArrayOutputStream stdout = new ByteArrayOutputStream();
+        int code =
+                AmpDemo.commandLine(
+                                new AmpDemo(new PrintStream(stdout, true, StandardCharsets.UTF_8)))
+                        .execute(
+                                "--data-dir", folder.toString(),
+                                "--precision", "fp32",
+                                "--train-limit", "64",
+                                "--test-limit", "32",
+                                "--epochs", "1",
+                                "--out", tmp.resolve("out").toString());
+        String printed = stdout.toString(StandardCharsets.UTF_8);
+        assertEquals(0, code, printed);
+        assertTrue(printed.contains("on fashion-mnist"), printed);
+        assertTrue(printed.contains("folder " + folder), printed);
+        assertTrue(printed.contains("64 training and 32 test images"), printed);
+        JsonObject json =
+                JsonParser.parseString(
+                                Files.readString(
+                                        tmp.resolve("out").resolve(ReportFiles.REPORT_JSON)))
+                        .getAsJsonObject();
+        assertEquals(1, json.getAsJsonArray("runs").size(), "--precision fp32 is one run");
     }
 
     @Test
