@@ -55,7 +55,7 @@ import picocli.CommandLine.Spec;
         },
         footer = {
             "",
-            "Through Maven: mvn -B -q -pl examples -am compile exec:java -Dexec.args=\"OPTIONS\"",
+            "Through Maven, pass the options as -Dexec.args=\"...\" (see examples/README.md).",
             "Progress bars: set DJL_DISABLE_PROGRESS_BAR=true to turn them off."
         })
 public final class AmpDemo implements Callable<Integer> {

@@ -121,6 +121,7 @@ public final class ReportCharts {
                 mean.setLineWidth(3f);
             }
         }
+        stepAxis(chart, runs);
         addEpochLines(chart, runs.get(0));
         return chart;
     }
@@ -207,6 +208,7 @@ public final class ReportCharts {
                             HEIGHT - 170,
                             true));
         }
+        stepAxis(chart, runs);
         addEpochLines(chart, runs.get(0));
         return chart;
     }
@@ -282,6 +284,25 @@ public final class ReportCharts {
         return out;
     }
 
+    /**
+     * Fixes the step axis from 0 to a round number: XChart spaces the ticks of integer data one
+     * label per few steps otherwise, and they run into each other.
+     */
+    private static void stepAxis(XYChart chart, List<RunResult> runs) {
+        int steps = runs.stream().mapToInt(RunResult::getSteps).max().orElse(1);
+        chart.getStyler().setXAxisMin(0.0);
+        chart.getStyler().setXAxisMax(roundUp(Math.max(1, steps - 1)));
+    }
+
+    /** Rounds up to a multiple of half a power of ten: 470 to 500, 23 to 25, 7 to 7. */
+    static double roundUp(int value) {
+        if (value <= 10) {
+            return value;
+        }
+        double half = Math.pow(10, Math.floor(Math.log10(value))) / 2;
+        return Math.ceil(value / half) * half;
+    }
+
     private static void addEpochLines(XYChart chart, RunResult run) {
         int epochs = run.getEpochs();
         if (epochs <= 1 || run.getSteps() == 0) {
@@ -312,7 +333,6 @@ public final class ReportCharts {
     }
 
     private static void style(AxesChartStyler styler) {
-        styler.setXAxisMaxLabelCount(12);
         styler.setChartBackgroundColor(Color.WHITE);
         styler.setPlotBackgroundColor(Color.WHITE);
         styler.setLegendBorderColor(Color.LIGHT_GRAY);
