@@ -196,6 +196,8 @@ public final class ReportCharts {
                 marks.setMarkerColor(Color.RED);
             }
         }
+        stepAxis(chart, runs);
+        addEpochLines(chart, runs.get(0));
         if (!anyScaled) {
             chart.addAnnotation(
                     new AnnotationTextPanel(
@@ -208,8 +210,6 @@ public final class ReportCharts {
                             HEIGHT - 170,
                             true));
         }
-        stepAxis(chart, runs);
-        addEpochLines(chart, runs.get(0));
         return chart;
     }
 
@@ -285,22 +285,33 @@ public final class ReportCharts {
     }
 
     /**
-     * Fixes the step axis from 0 to a round number: XChart spaces the ticks of integer data one
-     * label per few steps otherwise, and they run into each other.
+     * Lays out the step axis: from 0 to a round number, with about ten labels. XChart puts a tick
+     * on every few integer steps and its labels run into each other, so the others stay blank.
      */
     private static void stepAxis(XYChart chart, List<RunResult> runs) {
         int steps = runs.stream().mapToInt(RunResult::getSteps).max().orElse(1);
+        long every = labelStep(Math.max(1, steps - 1));
         chart.getStyler().setXAxisMin(0.0);
-        chart.getStyler().setXAxisMax(roundUp(Math.max(1, steps - 1)));
+        chart.getStyler().setXAxisMax((double) every * Math.ceil((steps - 1.0) / every));
+        chart.getStyler()
+                .setxAxisTickLabelsFormattingFunction(
+                        x -> {
+                            long step = Math.round(x);
+                            boolean labelled = Math.abs(x - step) < 1e-6 && step % every == 0;
+                            return labelled ? Long.toString(step) : "";
+                        });
     }
 
-    /** Rounds up to a multiple of half a power of ten: 470 to 500, 23 to 25, 7 to 7. */
-    static double roundUp(int value) {
-        if (value <= 10) {
-            return value;
+    /** The smallest of 1, 2, 5, 10, 20, 25, 50, 100... that gives at most ten labels up to max. */
+    static long labelStep(int max) {
+        long[] mantissas = {1, 2, 5, 10, 20, 25, 50};
+        for (long power = 1; ; power *= 100) {
+            for (long m : mantissas) {
+                if (m * power * 10 >= max) {
+                    return m * power;
+                }
+            }
         }
-        double half = Math.pow(10, Math.floor(Math.log10(value))) / 2;
-        return Math.ceil(value / half) * half;
     }
 
     private static void addEpochLines(XYChart chart, RunResult run) {
@@ -338,6 +349,7 @@ public final class ReportCharts {
         styler.setLegendBorderColor(Color.LIGHT_GRAY);
         styler.setChartTitleBoxVisible(false);
         styler.setAntiAlias(true);
+        styler.setAnnotationTextPanelBackgroundColor(Color.WHITE);
     }
 
     private static double[] steps(int n) {

@@ -85,6 +85,15 @@ class ReportOutputTest {
     }
 
     @Test
+    void theStepAxisHasAboutTenLabels() {
+        assertEquals(1, ReportCharts.labelStep(4));
+        assertEquals(5, ReportCharts.labelStep(23));
+        assertEquals(10, ReportCharts.labelStep(89));
+        assertEquals(50, ReportCharts.labelStep(469));
+        assertEquals(500, ReportCharts.labelStep(4699));
+    }
+
+    @Test
     void stepsCsvHasAHeaderAndOneRowPerStep() throws IOException {
         List<String> lines = Files.readAllLines(dir.resolve(ReportFiles.STEPS_CSV));
         int steps = report.getRuns().get(0).getSteps();
