@@ -143,10 +143,13 @@ class NotebookExamplesTest {
         assertTrue(printed.contains("Smoke demo OK"), printed);
     }
 
-    // TODO(alignment-report): once io.github.djlamp.amp.diagnostics.AlignmentReport lands (another
-    // helper builds it), add the AlignmentReportExample (the Tensor Core alignment report of
-    // ResNet-20: which layers have channel counts that are not multiples of 8) and run its main
-    // here with a tiny setting, like the examples above.
+    @Test
+    void theAlignmentReportExampleFlagsTheStemAndTheClassifier() throws Exception {
+        String printed = printedBy(() -> AlignmentReportExample.main(new String[] {"8"}));
+        assertTrue(printed.contains("01Conv2d"), printed);
+        assertTrue(printed.contains("pad in-channels 1 -> 8"), printed);
+        assertTrue(printed.contains("of the 16-bit work runs on aligned shapes"), printed);
+    }
 
     /**
      * The code lines of an example: without the package line, imports, comments and blank lines,
