@@ -81,7 +81,9 @@ final class CastingParameterStore extends ParameterStore {
         }
         Parameter.Type type = parameter.getType();
         if (type == Parameter.Type.WEIGHT || type == Parameter.Type.BIAS) {
-            return cache.get(parameter, master, computePrecision, lowLayout, stepManager);
+            return training
+                    ? cache.get(parameter, master, computePrecision, lowLayout, stepManager)
+                    : cache.cast(master, computePrecision, lowLayout, stepManager);
         }
         return master;
     }

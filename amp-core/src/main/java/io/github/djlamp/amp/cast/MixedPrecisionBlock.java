@@ -13,7 +13,6 @@ import ai.djl.nn.ParameterList;
 import ai.djl.training.ParameterStore;
 import ai.djl.training.initializer.Initializer;
 import ai.djl.util.PairList;
-import io.github.djlamp.amp.AmpException;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
 import io.github.djlamp.amp.spi.AmpBackend;
@@ -27,8 +26,6 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.Predicate;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 
 /**
  * A block that computes in 16 bits while its parameters stay fp32 masters.
@@ -46,8 +43,6 @@ import org.slf4j.LoggerFactory;
  */
 public final class MixedPrecisionBlock implements Block {
 
-    private static final Logger logger = LoggerFactory.getLogger(MixedPrecisionBlock.class);
-
     private final Block original;
     private final PrecisionPolicy policy;
     private final MemoryLayout lowLayout;
@@ -55,6 +50,7 @@ public final class MixedPrecisionBlock implements Block {
     private volatile AmpBackend backend;
     private volatile WeightCastCache cache;
     private volatile ParameterStore trainingStore;
+    private volatile BufferSnapshot bufferSnapshot;
 
     /**
      * Wraps a block.
@@ -78,6 +74,8 @@ public final class MixedPrecisionBlock implements Block {
      * @param lowLayout the layout of 16-bit inputs and weights of low-precision blocks: {@link
      *     MemoryLayout#CHANNELS_LAST} or {@link MemoryLayout#PRESERVE}
      * @throws IllegalArgumentException when an override of the policy names no block in the tree
+     * @throws io.github.djlamp.amp.AmpException when an override would hand bf16 arrays to a block
+     *     that may call softmax (which terminates the JVM in DJL 0.35.1)
      */
     public MixedPrecisionBlock(Block original, PrecisionPolicy policy, MemoryLayout lowLayout) {
         this.original = Objects.requireNonNull(original, "original");
@@ -88,6 +86,9 @@ public final class MixedPrecisionBlock implements Block {
                     "The block is already a MixedPrecisionBlock; wrap the original block once");
         }
         policy.validateAgainst(original);
+        if (!policy.isAuto()) {
+            ShadowTree.build(original, policy); // rejects now what the first forward would
+        }
     }
 
     /**
@@ -139,6 +140,20 @@ public final class MixedPrecisionBlock implements Block {
         return trainingStore;
     }
 
+    /**
+     * Makes every training forward copy the running statistics (BatchNorm) first, so that a step
+     * skipped for overflow can restore them: djl-amp's trainer glue turns this on whenever steps
+     * can be skipped.
+     *
+     * @return the snapshot the forward passes fill
+     */
+    public BufferSnapshot enableBufferSnapshots() {
+        if (bufferSnapshot == null) {
+            bufferSnapshot = new BufferSnapshot();
+        }
+        return bufferSnapshot;
+    }
+
     /** {@inheritDoc} */
     @Override
     public NDList forward(
@@ -149,10 +164,14 @@ public final class MixedPrecisionBlock implements Block {
         if (!original.isInitialized()) {
             original.initialize(parameterStore.getManager(), DataType.FLOAT32, inputs.getShapes());
         }
+        NDManager stepManager = inputs.head().getManager();
         if (training) {
             trainingStore = parameterStore;
+            BufferSnapshot snapshot = bufferSnapshot;
+            if (snapshot != null) {
+                snapshot.take(parameterStore, original, inputs.head().getDevice());
+            }
         }
-        NDManager stepManager = inputs.head().getManager();
         Resolved r = resolved(inputs.head().getDevice(), stepManager);
         Precision compute = r.policy.getComputePrecision();
         if (compute == Precision.FP32) {
@@ -184,40 +203,9 @@ public final class MixedPrecisionBlock implements Block {
                 d -> {
                     DeviceCapabilities caps = backend.capabilities(d);
                     PrecisionPolicy concrete = policy.isAuto() ? policy.resolveAuto(caps) : policy;
-                    checkDevice(concrete.getComputePrecision(), caps);
+                    DeviceSupport.check(concrete, caps);
                     return new Resolved(concrete, ShadowTree.build(original, concrete));
                 });
-    }
-
-    private void checkDevice(Precision compute, DeviceCapabilities caps) {
-        if (!caps.isSupported(compute)) {
-            throw new AmpException(
-                    "The policy "
-                            + policy
-                            + " computes in "
-                            + compute.canonicalName()
-                            + ", which "
-                            + caps.getDevice()
-                            + " cannot compute in ("
-                            + caps.getReason()
-                            + "). Use the policy \"auto\" (here: "
-                            + caps.getRecommended().canonicalName()
-                            + ")"
-                            + (caps.isSupported(Precision.FP16) && compute != Precision.FP16
-                                    ? " or \"mixed_float16\""
-                                    : "")
-                            + ".");
-        }
-        if (!caps.isFast(compute)) {
-            logger.warn(
-                    "djl-amp: {} computes in {} on {}, where it is slower than fp32 ({});"
-                            + " the policy \"auto\" would choose {}",
-                    policy,
-                    compute.canonicalName(),
-                    caps.getDevice(),
-                    caps.getReason(),
-                    caps.getRecommended().canonicalName());
-        }
     }
 
     /** {@inheritDoc} */

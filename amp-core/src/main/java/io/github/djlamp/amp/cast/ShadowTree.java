@@ -11,6 +11,8 @@ import ai.djl.util.Pair;
 import io.github.djlamp.amp.AmpException;
 import io.github.djlamp.amp.policy.BlockPaths;
 import io.github.djlamp.amp.policy.CastCategory;
+import io.github.djlamp.amp.policy.DefaultCastRules;
+import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
 import java.lang.reflect.Field;
 import java.util.ArrayList;
@@ -33,6 +35,7 @@ final class ShadowTree {
     private static Block shadowOf(Block block, String path, PrecisionPolicy policy) {
         CastCategory category = policy.categoryOf(block, path);
         if (category != CastCategory.CONTAINER) {
+            requireBf16Safe(block, path, category, policy);
             return new PrecisionStage(block, category, path);
         }
         List<Block> children = new ArrayList<>();
@@ -53,6 +56,34 @@ final class ShadowTree {
                         + block.getClass().getName()
                         + ") as a container, but djl-amp can only descend into SequentialBlock and"
                         + " ParallelBlock; override it as fp32, low or pass_through instead");
+    }
+
+    /**
+     * Under bf16, only blocks djl-amp knows to be safe may see bf16 arrays: DJL 0.35.1 terminates
+     * the JVM when softmax, logSoftmax or backward meet one, and an overridden block of unknown
+     * content may call them.
+     */
+    private static void requireBf16Safe(
+            Block block, String path, CastCategory category, PrecisionPolicy policy) {
+        if (policy.getComputePrecision() != Precision.BF16
+                || category == CastCategory.FP32
+                || DefaultCastRules.categoryOf(block) != CastCategory.FP32) {
+            return;
+        }
+        throw new AmpException(
+                "The policy "
+                        + policy
+                        + " runs '"
+                        + (path.isEmpty() ? "the root block" : path)
+                        + "' ("
+                        + block.getClass().getName()
+                        + ") as "
+                        + category.configName()
+                        + " in bfloat16, but djl-amp keeps it in fp32 ("
+                        + DefaultCastRules.reasonFor(block)
+                        + "): if it calls softmax or logSoftmax on a bf16 array, DJL 0.35.1's"
+                        + " PyTorch engine terminates the JVM. Remove the override, or use"
+                        + " mixed_float16, where this block may run in 16 bits.");
     }
 
     @SuppressWarnings("unchecked")

@@ -13,8 +13,8 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
- * Each weight cast once per step per device: a cast is reused while it is alive on the step's
- * manager and its master has not been updated since.
+ * Each weight cast once per training step per device: a cast is reused while it is alive on the
+ * step's manager, made from the same master array, and its master has not been updated since.
  *
  * <p>Casts are owned by the step's manager (the batch's, in {@code EasyTrain}), so they are freed
  * when the step ends; the cache only remembers them until then, and forgets a parameter's casts
@@ -23,7 +23,7 @@ import java.util.concurrent.atomic.AtomicLong;
 public final class WeightCastCache {
 
     private final AmpBackend backend;
-    private final Map<Key, NDArray> entries = new ConcurrentHashMap<>();
+    private final Map<Key, Entry> entries = new ConcurrentHashMap<>();
     private final AtomicLong castsMade = new AtomicLong();
 
     /**
@@ -52,14 +52,29 @@ public final class WeightCastCache {
             MemoryLayout layout,
             NDManager stepManager) {
         Key key = new Key(parameter.getId(), master.getDevice(), target, layout);
-        NDArray cached = entries.get(key);
-        if (cached != null && !cached.isReleased() && cached.getManager() == stepManager) {
-            return cached;
+        Entry cached = entries.get(key);
+        if (cached != null && cached.isValidFor(master, stepManager)) {
+            return cached.cast;
         }
-        NDArray cast = backend.cast(master, target, layout, stepManager);
-        castsMade.incrementAndGet();
-        entries.put(key, cast);
+        NDArray cast = cast(master, target, layout, stepManager);
+        entries.put(key, new Entry(master, cast));
         return cast;
+    }
+
+    /**
+     * Casts {@code master} without remembering the result: for inference, where nothing tells the
+     * cache that the weights changed (a model loaded anew, an optimizer outside djl-amp).
+     *
+     * @param master the fp32 master on its device
+     * @param target the precision to compute in
+     * @param layout the memory layout of the cast
+     * @param stepManager the manager that owns the result
+     * @return the cast, owned by {@code stepManager}
+     */
+    public NDArray cast(
+            NDArray master, Precision target, MemoryLayout layout, NDManager stepManager) {
+        castsMade.incrementAndGet();
+        return backend.cast(master, target, layout, stepManager);
     }
 
     /**
@@ -83,6 +98,23 @@ public final class WeightCastCache {
      */
     public long getCastsMade() {
         return castsMade.get();
+    }
+
+    /** A cast and the master it was made from: loading a model replaces the master arrays. */
+    private static final class Entry {
+        final NDArray master;
+        final NDArray cast;
+
+        Entry(NDArray master, NDArray cast) {
+            this.master = master;
+            this.cast = cast;
+        }
+
+        boolean isValidFor(NDArray currentMaster, NDManager stepManager) {
+            return master == currentMaster
+                    && !cast.isReleased()
+                    && cast.getManager() == stepManager;
+        }
     }
 
     private static final class Key {

@@ -1,6 +1,7 @@
 package io.github.djlamp.amp.policy;
 
 import ai.djl.nn.LambdaBlock;
+import java.lang.reflect.Field;
 import java.util.Set;
 
 /**
@@ -62,14 +63,49 @@ final class KnownLambdas {
     /** Names from {@code Blocks.batchFlattenBlock(...)} and {@code Blocks.identityBlock()}. */
     private static final Set<String> RESHAPES = Set.of("batchFlatten", "identity");
 
+    /**
+     * Model-zoo classes of DJL 0.35.1 whose own unnamed lambdas are all {@code Activation::relu}
+     * (read from their sources): ResNetV1 adds ReLU through {@code SequentialBlock.add(Function)},
+     * and Mlp's default activation is {@code Activation::relu}. A lambda written in another class
+     * (a user's activation passed to Mlp) is not covered.
+     */
+    private static final Set<String> RELU_ONLY_CAPTURERS =
+            Set.of(
+                    "ai.djl.basicmodelzoo.cv.classification.ResNetV1",
+                    "ai.djl.basicmodelzoo.basic.Mlp");
+
     private KnownLambdas() {}
 
     /** Returns whether {@code lambda} carries one of DJL's known-safe names. */
     static boolean isPassThrough(LambdaBlock lambda) {
         String name = lambda.getName();
-        return name != null
+        if (name != null
                 && (ACTIVATIONS.contains(name)
                         || POOLING.contains(name)
-                        || RESHAPES.contains(name));
+                        || RESHAPES.contains(name))) {
+            return true;
+        }
+        return LambdaBlock.DEFAULT_NAME.equals(name) && isCapturedInReluOnlyClass(lambda);
+    }
+
+    /**
+     * Whether the function was written in one of {@link #RELU_ONLY_CAPTURERS}: a Java lambda's
+     * class is named after the class that wrote it ({@code ResNetV1$$Lambda...}).
+     */
+    private static boolean isCapturedInReluOnlyClass(LambdaBlock lambda) {
+        Object function;
+        try {
+            Field field = LambdaBlock.class.getDeclaredField("lambda");
+            field.setAccessible(true);
+            function = field.get(lambda);
+        } catch (ReflectiveOperationException | RuntimeException e) {
+            return false; // another DJL version: treat it as unknown, which is safe
+        }
+        if (function == null) {
+            return false;
+        }
+        String className = function.getClass().getName();
+        int marker = className.indexOf("$$Lambda");
+        return marker > 0 && RELU_ONLY_CAPTURERS.contains(className.substring(0, marker));
     }
 }

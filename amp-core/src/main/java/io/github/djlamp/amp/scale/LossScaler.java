@@ -57,7 +57,7 @@ public final class LossScaler implements AutoCloseable {
     private Phase phase = Phase.READY;
     private boolean overflow;
     private final List<NDArray> lossesThisStep = new ArrayList<>();
-    private GradientSet lastGradients;
+    private LossScaleCollapsedException collapse;
 
     /**
      * Creates a scaler whose state lives on {@code device}.
@@ -195,7 +195,7 @@ public final class LossScaler implements AutoCloseable {
                             + " optimizer, then call update() before the next step");
         }
         phase = Phase.UNSCALED;
-        lastGradients = gradients;
+        collapse = null;
         if (!config.isEnabled() || gradients.isEmpty()) {
             overflow = false;
             return false;
@@ -220,6 +220,14 @@ public final class LossScaler implements AutoCloseable {
             first = false;
         }
         overflow = foundInf.getFloat() != 0f;
+        if (overflow && backoffWouldCollapse()) {
+            // named now: the optimizer step that follows clears these gradients
+            collapse =
+                    new LossScaleCollapsedException(
+                            config.getMinScale(),
+                            gradients.nonFinite(NAMES_IN_REPORTS),
+                            anyLossNonFinite());
+        }
         return overflow;
     }
 
@@ -246,7 +254,7 @@ public final class LossScaler implements AutoCloseable {
         } finally {
             phase = Phase.READY;
             lossesThisStep.clear();
-            lastGradients = null;
+            collapse = null;
         }
     }
 
@@ -260,13 +268,10 @@ public final class LossScaler implements AutoCloseable {
                 hostTracker = 0;
                 return;
             }
-            float backedOff = (float) (hostScale * config.getBackoffFactor());
-            if (backedOff < config.getMinScale()) {
-                throw new LossScaleCollapsedException(
-                        config.getMinScale(),
-                        lastGradients.nonFinite(NAMES_IN_REPORTS),
-                        anyLossNonFinite());
+            if (collapse != null) {
+                throw collapse;
             }
+            float backedOff = (float) (hostScale * config.getBackoffFactor());
             runKernel(config.getGrowthFactor(), config.getBackoffFactor());
             hostScale = backedOff;
             hostTracker = 0;
@@ -291,6 +296,13 @@ public final class LossScaler implements AutoCloseable {
         } else {
             hostTracker++;
         }
+    }
+
+    /** Whether backing off now would take a dynamic scale below its minimum. */
+    private boolean backoffWouldCollapse() {
+        return config.getMode() == LossScaling.Mode.DYNAMIC
+                && overflowsSinceChange + 1 >= config.getHysteresis()
+                && (float) (hostScale * config.getBackoffFactor()) < config.getMinScale();
     }
 
     private void runKernel(double growth, double backoff) {

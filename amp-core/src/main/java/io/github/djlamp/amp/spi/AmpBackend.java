@@ -74,6 +74,15 @@ public interface AmpBackend {
     void unscaleAndCheck(NDList gradients, NDArray foundInf, NDArray invScale);
 
     /**
+     * Copies each source into its destination in place, NaN and Inf included ({@code
+     * torch._foreach_copy_}); used to restore state a skipped step must not change.
+     *
+     * @param destinations the arrays to overwrite
+     * @param sources the values, one per destination, of the same shapes
+     */
+    void copy(NDList destinations, NDList sources);
+
+    /**
      * Sets every element of every array to zero in place, NaN and Inf included ({@code
      * torch._foreach_zero_}); used to clear the gradients of a skipped step, which DJL never zeroes
      * outside its optimizers' native updates.

@@ -11,6 +11,7 @@ import ai.djl.training.Trainer;
 import ai.djl.util.Pair;
 import io.github.djlamp.amp.AmpException;
 import io.github.djlamp.amp.AmpOptions;
+import io.github.djlamp.amp.cast.BufferSnapshot;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
 import io.github.djlamp.amp.cast.WeightCastCache;
 import io.github.djlamp.amp.policy.Precision;
@@ -50,6 +51,7 @@ public final class AmpSession implements AutoCloseable {
     private Trainer trainer;
     private AmpBackend backend;
     private LossScaler scaler;
+    private BufferSnapshot buffers;
     private PrecisionPolicy policy;
     private Verdict verdict = Verdict.UNCHECKED;
 
@@ -123,7 +125,9 @@ public final class AmpSession implements AutoCloseable {
         if (scaler != null) {
             scaler.close();
         }
-        scaler = new LossScaler(scalingFor(policy.getComputePrecision()), backend, manager, device);
+        LossScaling scaling = scalingFor(policy.getComputePrecision());
+        scaler = new LossScaler(scaling, backend, manager, device);
+        buffers = scaling.isEnabled() ? block.enableBufferSnapshots() : null;
         String saved = trainer.getModel().getProperty(SCALER_STATE_PROPERTY);
         if (saved != null) {
             scaler.restore(ScalerState.parse(saved));
@@ -190,6 +194,12 @@ public final class AmpSession implements AutoCloseable {
         requireAttached();
         boolean overflow = scaler.unscaleAndCheck(gradients(stepManager), stepManager);
         verdict = overflow ? Verdict.SKIP : Verdict.APPLY;
+        if (buffers != null) {
+            if (overflow) {
+                buffers.restore(backend); // the forward pass moved them with this batch
+            }
+            buffers.clear();
+        }
         return overflow;
     }
 

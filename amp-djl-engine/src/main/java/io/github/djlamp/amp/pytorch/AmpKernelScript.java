@@ -43,6 +43,11 @@ final class AmpKernelScript {
                     "    torch._amp_foreach_non_finite_check_and_unscale_(grads, found_inf,"
                             + " inv_scale)",
                     "    return None",
+                    "  def copy_(self: __torch__."
+                            + CLASS_NAME
+                            + ", dst: List[Tensor], src: List[Tensor]) -> None:",
+                    "    torch._foreach_copy_(dst, src)",
+                    "    return None",
                     "  def zero_(self: __torch__." + CLASS_NAME + ", grads: List[Tensor]) -> None:",
                     "    torch._foreach_zero_(grads)",
                     "    return None",

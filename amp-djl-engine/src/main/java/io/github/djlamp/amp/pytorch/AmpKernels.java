@@ -95,6 +95,14 @@ final class AmpKernels {
         }
     }
 
+    void copy(PtNDArray[] destinations, PtNDArray[] sources) {
+        try (IValue dst = IValue.listFrom(destinations);
+                IValue src = IValue.listFrom(sources);
+                IValue out = IValueUtils.runMethod(module, "copy_", dst, src)) {
+            // In place; the result is None.
+        }
+    }
+
     void zero(PtNDArray[] arrays) {
         try (IValue list = IValue.listFrom(arrays);
                 IValue out = IValueUtils.runMethod(module, "zero_", list)) {

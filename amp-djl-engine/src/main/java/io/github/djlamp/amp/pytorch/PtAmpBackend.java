@@ -37,7 +37,9 @@ public final class PtAmpBackend implements AmpBackend {
     public NDArray cast(
             NDArray array, Precision target, MemoryLayout layout, NDManager resultManager) {
         PtNDArray pt = requirePyTorch(array);
-        if (precisionOf(pt) == null) {
+        DataType type = pt.getDataType();
+        // UNKNOWN is what DJL reports for bf16; asking PyTorch would cost a call per cast
+        if (type != DataType.UNKNOWN && Precision.fromDataType(type) == null) {
             throw new AmpException(
                     "Cannot cast array '"
                             + describe(array)
@@ -80,6 +82,21 @@ public final class PtAmpBackend implements AmpBackend {
                         requirePyTorch(gradients),
                         requireScalarFp32(foundInf, "foundInf"),
                         requireScalarFp32(invScale, "invScale"));
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public void copy(NDList destinations, NDList sources) {
+        if (destinations.size() != sources.size()) {
+            throw new AmpException(
+                    "copy needs as many sources as destinations, got "
+                            + sources.size()
+                            + " and "
+                            + destinations.size());
+        }
+        if (!destinations.isEmpty()) {
+            kernels().copy(requirePyTorch(destinations), requirePyTorch(sources));
+        }
     }
 
     /** {@inheritDoc} */

@@ -213,6 +213,20 @@ class LossScalerTest {
     }
 
     @Test
+    void theCollapseNamesParametersEvenAfterTheSkippedStepClearedTheirGradients() {
+        LossScaling config = LossScaling.dynamicBuilder().initScale(1f).minScale(1f).build();
+        try (LossScaler scaler = scaler(config);
+                NDManager step = manager.newSubManager()) {
+            NDArray grad = step.create(new float[] {Float.NaN});
+            scaler.unscaleAndCheck(new GradientSet().add("01Conv2d_weight", grad), step);
+            backend.zero(new ai.djl.ndarray.NDList(grad)); // what the optimizer decorator does
+            LossScaleCollapsedException e =
+                    assertThrows(LossScaleCollapsedException.class, scaler::update);
+            assertEquals(List.of("01Conv2d_weight"), e.getNonFiniteParameters());
+        }
+    }
+
+    @Test
     void nonFiniteLossIsReportedAsDivergence() {
         LossScaling config = LossScaling.dynamicBuilder().initScale(1f).minScale(1f).build();
         try (LossScaler scaler = scaler(config);

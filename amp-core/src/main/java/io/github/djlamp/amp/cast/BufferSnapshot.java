@@ -1,0 +1,88 @@
+package io.github.djlamp.amp.cast;
+
+import ai.djl.Device;
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import ai.djl.nn.Block;
+import ai.djl.nn.Parameter;
+import ai.djl.training.ParameterStore;
+import ai.djl.util.Pair;
+import io.github.djlamp.amp.spi.AmpBackend;
+import java.util.HashSet;
+import java.util.Set;
+
+/**
+ * The values the forward pass itself changes (BatchNorm's running mean and variance), copied at the
+ * first training forward of a step so that a skipped step can put them back: an overflowing batch
+ * must not leave Inf or NaN in the running statistics any more than in the weights.
+ */
+public final class BufferSnapshot {
+
+    private final NDList live = new NDList();
+    private final NDList saved = new NDList();
+    private final Set<String> taken = new HashSet<>();
+    private NDManager copies;
+
+    /** Creates an empty snapshot. */
+    public BufferSnapshot() {}
+
+    /**
+     * Copies the running statistics of {@code block} on {@code device}, unless this step already
+     * has them.
+     *
+     * @param store the trainer's parameter store
+     * @param block the block whose buffers to copy
+     * @param device the device of this forward pass
+     */
+    synchronized void take(ParameterStore store, Block block, Device device) {
+        for (Pair<String, Parameter> pair : block.getParameters()) {
+            Parameter parameter = pair.getValue();
+            Parameter.Type type = parameter.getType();
+            if (type != Parameter.Type.RUNNING_MEAN && type != Parameter.Type.RUNNING_VAR) {
+                continue;
+            }
+            if (!parameter.isInitialized() || !taken.add(parameter.getId() + "@" + device)) {
+                continue;
+            }
+            NDArray value = store.getValue(parameter, device, true);
+            if (copies == null) {
+                // owned here, not by the batch: an accumulation window spans several batches
+                copies = store.getManager().newSubManager();
+            }
+            NDArray copy = value.duplicate();
+            copy.attach(copies);
+            live.add(value);
+            saved.add(copy);
+        }
+    }
+
+    /**
+     * Puts the copied values back.
+     *
+     * @param backend the engine layer that copies in place
+     */
+    public synchronized void restore(AmpBackend backend) {
+        backend.copy(live, saved);
+    }
+
+    /**
+     * Returns the number of arrays copied this step.
+     *
+     * @return the number of buffers held
+     */
+    public synchronized int size() {
+        return live.size();
+    }
+
+    /** Frees this step's copies. */
+    public synchronized void clear() {
+        live.clear();
+        saved.clear();
+        taken.clear();
+        if (copies != null) {
+            copies.close();
+            copies = null;
+        }
+    }
+}

@@ -1,0 +1,424 @@
+package io.github.djlamp.amp.doctor;
+
+import ai.djl.Device;
+import ai.djl.engine.Engine;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.Shape;
+import ai.djl.nn.Block;
+import ai.djl.training.TrainingConfig;
+import ai.djl.training.dataset.Batch;
+import ai.djl.training.dataset.Dataset;
+import ai.djl.translate.TranslateException;
+import io.github.djlamp.amp.AmpException;
+import io.github.djlamp.amp.policy.PrecisionPolicy;
+import io.github.djlamp.amp.scale.LossScaling;
+import io.github.djlamp.amp.spi.AmpBackends;
+import io.github.djlamp.amp.spi.DeviceCapabilities;
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashSet;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Objects;
+import java.util.Set;
+import java.util.function.Supplier;
+
+/**
+ * Learns what mixed precision gains for a model on this hardware by trying it: trains the model
+ * once per precision, from the same initial weights on the same data in the same order, and reports
+ * images per second, the peak memory of a training step, test accuracy, the loss scale and skipped
+ * steps of each run, and the speedup.
+ *
+ * <pre>{@code
+ * DoctorReport report = AmpDoctor.builder()
+ *         .setModelFactory(() -> ResNetV1.builder().setImageShape(new Shape(1, 28, 28))
+ *                 .setNumLayers(20).setOutSize(10).build())
+ *         .setTrainingConfig(() -> new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss()))
+ *         .setDataset(train, test)
+ *         .optEpochs(1)
+ *         .build()
+ *         .run();
+ * System.out.println(report.toTable());
+ * }</pre>
+ *
+ * <p>By default it compares {@code float32} with {@code auto}. The {@code float32} baseline trains
+ * through plain DJL (the user's block and configuration, no djl-amp in the way), so the comparison
+ * is with what the user runs today; every other policy trains through {@link
+ * io.github.djlamp.amp.Amp#wrap} and {@link io.github.djlamp.amp.Amp#configure}. Each run is {@code
+ * EasyTrain.fit}'s loop (batch, step, close; {@code onEpoch} after each epoch) with a clock and a
+ * {@link MemoryProbe} around every step, followed by one pass over the test set with DJL's {@link
+ * ai.djl.training.evaluator.Accuracy}. The first steps of a run (the warm-up) are left out of its
+ * throughput.
+ *
+ * <p>The runs share the JVM, one after another: the engine's memory pools and the JIT carry over
+ * from one to the next, so the peak memory of later runs includes what earlier runs left behind.
+ */
+public final class AmpDoctor {
+
+    /** The policies compared by default: the fp32 baseline and what the hardware recommends. */
+    public static final List<String> DEFAULT_PRECISIONS = List.of("float32", "auto");
+
+    /** Extra steps after the evaluation on which the memory of one step is measured. */
+    public static final int MEMORY_STEPS = 3;
+
+    /** Steps left out of each run's throughput by default. */
+    public static final int DEFAULT_WARMUP_STEPS = 5;
+
+    private final Supplier<Block> modelFactory;
+    private final Supplier<TrainingConfig> trainingConfig;
+    private final Dataset trainSet;
+    private final Dataset testSet;
+    private final int epochs;
+    private final List<PrecisionPolicy> precisions;
+    private final int seed;
+    private final int warmupSteps;
+    private final boolean progress;
+    private final String engineName;
+    private final String modelName;
+    private final LossScaling lossScaling;
+    private final Shape inputShape;
+
+    private AmpDoctor(Builder builder, Shape inputShape) {
+        this.modelFactory = builder.modelFactory;
+        this.trainingConfig = builder.trainingConfig;
+        this.trainSet = builder.trainSet;
+        this.testSet = builder.testSet;
+        this.epochs = builder.epochs;
+        this.precisions = Collections.unmodifiableList(new ArrayList<>(builder.precisions));
+        this.seed = builder.seed;
+        this.warmupSteps = builder.warmupSteps;
+        this.progress = builder.progress;
+        this.engineName = builder.engineName;
+        this.modelName = builder.modelName;
+        this.lossScaling = builder.lossScaling;
+        this.inputShape = inputShape;
+    }
+
+    /**
+     * Creates a builder.
+     *
+     * @return a new builder
+     */
+    public static Builder builder() {
+        return new Builder();
+    }
+
+    /**
+     * Trains once per precision and reports.
+     *
+     * @return the report, one run per precision in the order given
+     * @throws IOException if a dataset cannot be read
+     * @throws TranslateException if a dataset's pipeline fails
+     */
+    public DoctorReport run() throws IOException, TranslateException {
+        List<RunResult> runs = new ArrayList<>();
+        for (int i = 0; i < precisions.size(); i++) {
+            String title = "Run " + (i + 1) + "/" + precisions.size();
+            runs.add(new DoctorRun(this, precisions.get(i), title).run());
+            // let the next run start from a collected heap, as a fresh run would
+            System.gc();
+        }
+        Device device = runs.get(0).getDevice();
+        return new DoctorReport(runs, device, capabilities(device));
+    }
+
+    Supplier<Block> getModelFactory() {
+        return modelFactory;
+    }
+
+    Supplier<TrainingConfig> getTrainingConfig() {
+        return trainingConfig;
+    }
+
+    Dataset getTrainSet() {
+        return trainSet;
+    }
+
+    Dataset getTestSet() {
+        return testSet;
+    }
+
+    int getEpochs() {
+        return epochs;
+    }
+
+    int getSeed() {
+        return seed;
+    }
+
+    int getWarmupSteps() {
+        return warmupSteps;
+    }
+
+    boolean isProgress() {
+        return progress;
+    }
+
+    String getEngineName() {
+        return engineName;
+    }
+
+    String getModelName() {
+        return modelName;
+    }
+
+    LossScaling getLossScaling() {
+        return lossScaling;
+    }
+
+    Shape getInputShape() {
+        return inputShape;
+    }
+
+    /**
+     * Returns the policies this doctor compares, in order.
+     *
+     * @return the policies
+     */
+    public List<PrecisionPolicy> getPrecisions() {
+        return precisions;
+    }
+
+    private DeviceCapabilities capabilities(Device device) {
+        Engine engine = engineName == null ? Engine.getInstance() : Engine.getEngine(engineName);
+        try (NDManager manager = engine.newBaseManager()) {
+            return AmpBackends.forManager(manager).capabilities(device);
+        } catch (AmpException e) {
+            return null;
+        }
+    }
+
+    /** Configures an {@link AmpDoctor}. */
+    public static final class Builder {
+
+        private Supplier<Block> modelFactory;
+        private Supplier<TrainingConfig> trainingConfig;
+        private Dataset trainSet;
+        private Dataset testSet;
+        private int epochs = 1;
+        private List<PrecisionPolicy> precisions = parseAll(DEFAULT_PRECISIONS);
+        private int seed = 42;
+        private int warmupSteps = DEFAULT_WARMUP_STEPS;
+        private boolean progress = true;
+        private String engineName;
+        private String modelName = "amp-doctor";
+        private LossScaling lossScaling;
+        private Shape inputShape;
+
+        Builder() {}
+
+        /**
+         * Sets what builds the model: called once per run, so each run starts from a new block
+         * (initialized from the same seed).
+         *
+         * @param modelFactory returns a new, uninitialized block each call
+         * @return this builder
+         */
+        public Builder setModelFactory(Supplier<Block> modelFactory) {
+            this.modelFactory = modelFactory;
+            return this;
+        }
+
+        /**
+         * Sets what builds the plain training configuration (loss, optimizer, initializers,
+         * devices, listeners): called once per run, so optimizer state never carries over. Give the
+         * configuration as for plain DJL: the doctor adds mixed precision itself.
+         *
+         * @param trainingConfig returns a new configuration each call
+         * @return this builder
+         */
+        public Builder setTrainingConfig(Supplier<TrainingConfig> trainingConfig) {
+            this.trainingConfig = trainingConfig;
+            return this;
+        }
+
+        /**
+         * Sets the data: the training set, shuffled the same way in every run, and the test set the
+         * accuracy is measured on.
+         *
+         * @param train the training set
+         * @param test the test set, or null to skip the accuracy
+         * @return this builder
+         */
+        public Builder setDataset(Dataset train, Dataset test) {
+            this.trainSet = train;
+            this.testSet = test;
+            return this;
+        }
+
+        /**
+         * Sets the number of epochs of each run (default 1).
+         *
+         * @param epochs at least 1
+         * @return this builder
+         */
+        public Builder optEpochs(int epochs) {
+            this.epochs = epochs;
+            return this;
+        }
+
+        /**
+         * Sets the precision policies to compare, in order (default {@code float32}, {@code auto}).
+         * {@code float32} (alias {@code fp32}) runs through plain DJL; any other policy string
+         * ({@code auto}, {@code mixed_bfloat16} or {@code bf16}, {@code mixed_float16} or {@code
+         * fp16}, with overrides as {@link PrecisionPolicy#parse} reads them) runs through djl-amp.
+         * The first {@code float32} run is the baseline of the speedup.
+         *
+         * @param policies one or more policy strings, no two alike
+         * @return this builder
+         * @throws IllegalArgumentException when a policy string is not valid
+         */
+        public Builder optPrecisions(String... policies) {
+            this.precisions = parseAll(List.of(policies));
+            return this;
+        }
+
+        /**
+         * Sets the seed of the engine's and DJL's random generators, set again before each run
+         * (default 42), so every run starts from the same weights and sees the same batches.
+         *
+         * @param seed the seed
+         * @return this builder
+         */
+        public Builder optSeed(int seed) {
+            this.seed = seed;
+            return this;
+        }
+
+        /**
+         * Sets how many first steps of each run are left out of its throughput (default {@value
+         * #DEFAULT_WARMUP_STEPS}); a run with no more steps than that is measured over all its
+         * steps.
+         *
+         * @param warmupSteps 0 or more
+         * @return this builder
+         */
+        public Builder optWarmupSteps(int warmupSteps) {
+            this.warmupSteps = warmupSteps;
+            return this;
+        }
+
+        /**
+         * Sets whether to print a line per run and DJL's progress bar with images per second to
+         * standard output (default true).
+         *
+         * @param progress false to stay silent
+         * @return this builder
+         */
+        public Builder optProgress(boolean progress) {
+            this.progress = progress;
+            return this;
+        }
+
+        /**
+         * Sets the DJL engine (default: DJL's default engine).
+         *
+         * @param engineName the engine name, e.g. {@code PyTorch}
+         * @return this builder
+         */
+        public Builder optEngine(String engineName) {
+            this.engineName = engineName;
+            return this;
+        }
+
+        /**
+         * Sets the name of the models the runs create (default {@code amp-doctor}).
+         *
+         * @param modelName the name
+         * @return this builder
+         */
+        public Builder optModelName(String modelName) {
+            this.modelName = modelName;
+            return this;
+        }
+
+        /**
+         * Sets the loss scaling of the mixed precision runs (default: the precision's own, dynamic
+         * for fp16 and none for bf16).
+         *
+         * @param lossScaling the loss scaling, or null for the default
+         * @return this builder
+         */
+        public Builder optLossScaling(LossScaling lossScaling) {
+            this.lossScaling = lossScaling;
+            return this;
+        }
+
+        /**
+         * Sets the shape the model is initialized with, batch dimension first (default: the shape
+         * of the first test batch, else of the first training batch).
+         *
+         * @param inputShape the input shape
+         * @return this builder
+         */
+        public Builder optInputShape(Shape inputShape) {
+            this.inputShape = inputShape;
+            return this;
+        }
+
+        /**
+         * Checks the settings and builds the doctor.
+         *
+         * @return the doctor
+         * @throws IllegalArgumentException naming the setting that is missing or wrong
+         * @throws IOException if the input shape has to be read from a dataset and that fails
+         * @throws TranslateException if the dataset's pipeline fails while reading that shape
+         */
+        public AmpDoctor build() throws IOException, TranslateException {
+            require(
+                    modelFactory != null,
+                    "setModelFactory(...) is missing: the doctor needs to"
+                            + " build a fresh model for each run");
+            require(
+                    trainingConfig != null,
+                    "setTrainingConfig(...) is missing: give the plain DJL"
+                            + " training configuration (loss, optimizer); the doctor adds AMP itself");
+            require(
+                    trainSet != null,
+                    "setDataset(train, test) is missing: the doctor trains on"
+                            + " the training set");
+            require(epochs >= 1, "optEpochs(" + epochs + "): train at least 1 epoch");
+            require(warmupSteps >= 0, "optWarmupSteps(" + warmupSteps + "): must be 0 or more");
+            require(!precisions.isEmpty(), "optPrecisions(): give at least one policy");
+            Set<PrecisionPolicy> seen = new HashSet<>();
+            for (PrecisionPolicy policy : precisions) {
+                require(seen.add(policy), "optPrecisions(...) lists " + policy + " twice");
+            }
+            Shape shape = inputShape;
+            if (shape == null) {
+                shape = firstBatchShape(testSet != null ? testSet : trainSet);
+            }
+            return new AmpDoctor(this, shape);
+        }
+
+        private Shape firstBatchShape(Dataset dataset) throws IOException, TranslateException {
+            Engine engine =
+                    engineName == null ? Engine.getInstance() : Engine.getEngine(engineName);
+            try (NDManager manager = engine.newBaseManager()) {
+                Iterator<Batch> batches = dataset.getData(manager).iterator();
+                if (!batches.hasNext()) {
+                    throw new IllegalArgumentException(
+                            "The dataset is empty: the doctor needs at least one batch");
+                }
+                try (Batch batch = batches.next()) {
+                    return batch.getData().head().getShape();
+                }
+            }
+        }
+
+        private static List<PrecisionPolicy> parseAll(List<String> policies) {
+            List<PrecisionPolicy> parsed = new ArrayList<>();
+            for (String policy : policies) {
+                parsed.add(PrecisionPolicy.parse(Objects.requireNonNull(policy, "policy")));
+            }
+            return parsed;
+        }
+
+        private static void require(boolean condition, String message) {
+            if (!condition) {
+                throw new IllegalArgumentException(message);
+            }
+        }
+    }
+}

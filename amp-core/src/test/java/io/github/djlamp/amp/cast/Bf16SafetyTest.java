@@ -1,0 +1,62 @@
+package io.github.djlamp.amp.cast;
+
+import static org.junit.jupiter.api.Assertions.assertDoesNotThrow;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import ai.djl.nn.Activation;
+import ai.djl.nn.Block;
+import ai.djl.nn.LambdaBlock;
+import ai.djl.nn.SequentialBlock;
+import ai.djl.nn.core.Linear;
+import ai.djl.nn.transformer.TransformerEncoderBlock;
+import io.github.djlamp.amp.AmpException;
+import io.github.djlamp.amp.policy.PrecisionPolicy;
+import org.junit.jupiter.api.Test;
+
+/** Overrides that would hand bf16 arrays to blocks that may call softmax are refused up front. */
+class Bf16SafetyTest {
+
+    private static Block model() {
+        return new SequentialBlock()
+                .add(Linear.builder().setUnits(8).build())
+                .add(new TransformerEncoderBlock(8, 2, 16, 0.0f, Activation::relu))
+                .add(new LambdaBlock(list -> list))
+                .add(Linear.builder().setUnits(2).build());
+    }
+
+    @Test
+    void anAttentionBlockOverriddenToLowUnderBf16IsRefused() {
+        PrecisionPolicy policy =
+                PrecisionPolicy.parse(
+                        "mixed_bfloat16[class:ai.djl.nn.transformer.TransformerEncoderBlock=low]");
+        AmpException e =
+                assertThrows(AmpException.class, () -> new MixedPrecisionBlock(model(), policy));
+        assertTrue(e.getMessage().contains("02TransformerEncoderBlock"), e.getMessage());
+        assertTrue(e.getMessage().contains("terminates the JVM"), e.getMessage());
+        assertTrue(e.getMessage().contains("mixed_float16"), e.getMessage());
+    }
+
+    @Test
+    void anUnknownLambdaOverriddenToPassThroughUnderBf16IsRefused() {
+        PrecisionPolicy policy =
+                PrecisionPolicy.parse("mixed_bfloat16[path:03LambdaBlock=pass_through]");
+        assertThrows(AmpException.class, () -> new MixedPrecisionBlock(model(), policy));
+    }
+
+    @Test
+    void theSameOverridesAreAllowedUnderFp16AndTowardsFp32() {
+        assertDoesNotThrow(
+                () ->
+                        new MixedPrecisionBlock(
+                                model(),
+                                PrecisionPolicy.parse(
+                                        "mixed_float16[class:ai.djl.nn.transformer"
+                                                + ".TransformerEncoderBlock=low]")));
+        assertDoesNotThrow(
+                () ->
+                        new MixedPrecisionBlock(
+                                model(),
+                                PrecisionPolicy.parse("mixed_bfloat16[path:01Linear=fp32]")));
+    }
+}

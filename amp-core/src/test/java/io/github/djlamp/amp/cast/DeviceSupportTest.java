@@ -1,0 +1,52 @@
+package io.github.djlamp.amp.cast;
+
+import static org.junit.jupiter.api.Assertions.assertDoesNotThrow;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import ai.djl.Device;
+import io.github.djlamp.amp.AmpException;
+import io.github.djlamp.amp.policy.Precision;
+import io.github.djlamp.amp.policy.PrecisionPolicy;
+import io.github.djlamp.amp.spi.DeviceCapabilities;
+import org.junit.jupiter.api.Test;
+
+class DeviceSupportTest {
+
+    private static final DeviceCapabilities TURING =
+            new DeviceCapabilities(
+                    Device.gpu(), true, true, false, false, Precision.FP16, "CUDA 7.5, no bf16");
+
+    private static final DeviceCapabilities OLD_GPU =
+            new DeviceCapabilities(
+                    Device.gpu(), false, false, false, false, Precision.FP32, "CUDA 5.2");
+
+    @Test
+    void bfloat16WhereTheDeviceHasNoneIsRejected() {
+        AmpException e =
+                assertThrows(
+                        AmpException.class,
+                        () -> DeviceSupport.check(PrecisionPolicy.mixedBfloat16(), TURING));
+        assertTrue(e.getMessage().contains("bfloat16"), e.getMessage());
+        assertTrue(e.getMessage().contains("\"auto\" (here: float16)"), e.getMessage());
+        assertTrue(e.getMessage().contains("\"mixed_float16\""), e.getMessage());
+    }
+
+    @Test
+    void float16WhereTheDeviceHasNoneIsRejected() {
+        AmpException e =
+                assertThrows(
+                        AmpException.class,
+                        () -> DeviceSupport.check(PrecisionPolicy.mixedFloat16(), OLD_GPU));
+        assertTrue(e.getMessage().contains("cannot compute in"), e.getMessage());
+        assertTrue(e.getMessage().contains("(here: float32)"), e.getMessage());
+    }
+
+    @Test
+    void supportedButSlowOnlyWarns() {
+        DeviceCapabilities cpu =
+                new DeviceCapabilities(Device.cpu(), false, true, Precision.BF16, "avx512_bf16");
+        assertDoesNotThrow(() -> DeviceSupport.check(PrecisionPolicy.mixedFloat16(), cpu));
+        assertDoesNotThrow(() -> DeviceSupport.check(PrecisionPolicy.float32(), OLD_GPU));
+    }
+}
