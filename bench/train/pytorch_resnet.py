@@ -12,6 +12,7 @@ Run with Debian's interpreter, which has python3-torch: /usr/bin/python3 bench/t
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import time
 
@@ -137,8 +138,12 @@ class Rig:
             "x".join(str(d) for d in p.shape) for p in self.model.parameters() if p.requires_grad
         )
 
-    def step(self):
-        """One training step on fresh random data; returns its wall time (data making untimed)."""
+    def step(self, phases=None):
+        """One training step on fresh random data; returns its wall time (data making untimed).
+
+        With a dict for phases, adds the seconds of forward (with the loss), backward and the
+        optimizer step (with zero_grad) to its lists.
+        """
         x = torch.rand(self.shape)
         if self.channels_last:
             x = x.to(memory_format=torch.channels_last)
@@ -147,11 +152,18 @@ class Rig:
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.autocast):
             out = self.model(x)
             loss = F.cross_entropy(out, y)
+        forward_end = time.perf_counter()
         loss.backward()
+        backward_end = time.perf_counter()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         del out, loss
-        return time.perf_counter() - start
+        end = time.perf_counter()
+        if phases is not None:
+            phases.setdefault("forward", []).append(forward_end - start)
+            phases.setdefault("backward", []).append(backward_end - forward_end)
+            phases.setdefault("step", []).append(end - backward_end)
+        return end - start
 
 
 def load_averages():
@@ -202,6 +214,7 @@ def main():
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps per variant")
     parser.add_argument("--steps", type=int, default=20, help="timed steps per variant")
     parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--phases", action="store_true", help="also record per-phase times")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
 
@@ -214,10 +227,11 @@ def main():
         for rig in rigs:
             rig.step()
     ms = [[0.0] * args.steps for _ in rigs]
+    phases = [{} if args.phases else None for _ in rigs]
     for round_index in range(args.steps):
         for k in range(len(rigs)):
             index = (round_index + k) % len(rigs)
-            ms[index][round_index] = rigs[index].step() * 1000
+            ms[index][round_index] = rigs[index].step(phases[index]) * 1000
 
     layers, channels, height, width = NETWORKS[args.network]
     result = {
@@ -239,6 +253,12 @@ def main():
             for rig, times in zip(rigs, ms)
         ],
     }
+    if args.phases:
+        for variant, phase in zip(result["variants"], phases):
+            variant["phasesMs"] = {
+                name: round(statistics.median(values) * 1000, 2) for name, values in phase.items()
+            }
+            print(variant["key"], "phases:", variant["phasesMs"])
     directory = os.path.dirname(os.path.abspath(args.out))
     os.makedirs(directory, exist_ok=True)
     with open(args.out, "w") as f:

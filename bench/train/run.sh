@@ -51,17 +51,15 @@ if $quick; then
     results="bench-train/target/RESULTS-train-quick.md"
 else
     rounds18=3; warmup18=5; steps18=20
-    rounds50=2; warmup50=2; steps50=5
+    rounds50=3; warmup50=2; steps50=5
     overhead_rounds=2; overhead_steps=80
     memory_batches="64,128,256"; cap_mib=2048
     results="bench/RESULTS-train.md"
 fi
 
-# djl-amp-bf16-lambdas*: the same with the policy override class:ai.djl.nn.LambdaBlock=pass_through
-# (ResNetV1's in-unit ReLUs are anonymous lambdas, which the default policy runs in fp32).
-djl_variants="djl-fp32,djl-amp-bf16,djl-amp-bf16-nchw,djl-amp-bf16-lambdas,djl-amp-bf16-lambdas-nchw"
-memory_variants="djl-fp32,djl-amp-bf16,djl-amp-bf16-nchw,djl-amp-bf16-lambdas"
-cap_variants="djl-fp32,djl-amp-bf16,djl-amp-bf16-lambdas"
+djl_variants="djl-fp32,djl-amp-bf16,djl-amp-bf16-nchw"
+memory_variants="djl-fp32,djl-amp-bf16,djl-amp-bf16-nchw"
+cap_variants="djl-fp32,djl-amp-bf16"
 
 load_start="$(cut -d' ' -f1-3 /proc/loadavg)"
 if awk -v l="${load_start%% *}" 'BEGIN { exit !(l > 0.5) }'; then

@@ -40,6 +40,12 @@ final class MemoryCommand implements Callable<Integer> {
     String variants;
 
     @Option(
+            names = "--repeat",
+            defaultValue = "2",
+            description = "Measurements of every batch size and variant (alternating).")
+    int repeat;
+
+    @Option(
             names = "--cap-mib",
             defaultValue = "2048",
             description = "The memory cap (process peak RSS, MiB); 0 skips the search.")
@@ -78,9 +84,13 @@ final class MemoryCommand implements Callable<Integer> {
         List<Variant> list = Variant.listOf(variants);
         String loadBefore = Load.averages();
         JsonArray table = new JsonArray();
-        for (String b : batches.split(",")) {
-            for (Variant v : list) {
-                table.add(probe(net, v, Integer.parseInt(b.trim())));
+        for (int rep = 1; rep <= repeat; rep++) {
+            for (String b : batches.split(",")) {
+                for (Variant v : list) {
+                    JsonObject row = probe(net, v, Integer.parseInt(b.trim()));
+                    row.addProperty("rep", rep);
+                    table.add(row);
+                }
             }
         }
         JsonArray caps = new JsonArray();
@@ -95,6 +105,7 @@ final class MemoryCommand implements Callable<Integer> {
         json.addProperty("childJvmOptions", String.join(" ", childJvmOptions));
         json.addProperty("capMib", capMib);
         json.addProperty("granularity", granularity);
+        json.addProperty("repeat", repeat);
         json.addProperty("loadBefore", loadBefore);
         json.addProperty("loadAfter", Load.averages());
         json.add("table", table);
@@ -114,18 +125,22 @@ final class MemoryCommand implements Callable<Integer> {
     private JsonObject largestUnderCap(Network net, Variant v, JsonArray table)
             throws IOException, InterruptedException {
         long capKib = capMib * 1024;
-        int fits = 0;
-        int failsAt = -1;
+        // a batch size of the table fits when every measurement of it fits
+        java.util.Map<Integer, Boolean> measured = new java.util.TreeMap<>();
         for (int i = 0; i < table.size(); i++) {
             JsonObject row = table.get(i).getAsJsonObject();
-            if (!row.get("variant").getAsString().equals(v.key())) {
-                continue;
+            if (row.get("variant").getAsString().equals(v.key())) {
+                measured.merge(
+                        row.get("batch").getAsInt(), fitsUnder(row, capKib), Boolean::logicalAnd);
             }
-            int b = row.get("batch").getAsInt();
-            if (fitsUnder(row, capKib)) {
-                fits = Math.max(fits, b);
-            } else if (failsAt < 0 || b < failsAt) {
-                failsAt = b;
+        }
+        int fits = 0;
+        int failsAt = -1;
+        for (java.util.Map.Entry<Integer, Boolean> e : measured.entrySet()) {
+            if (e.getValue()) {
+                fits = Math.max(fits, e.getKey());
+            } else if (failsAt < 0) {
+                failsAt = e.getKey();
             }
         }
         int next = fits > 0 ? fits * 2 : granularity;

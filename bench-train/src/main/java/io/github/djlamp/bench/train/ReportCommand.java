@@ -41,8 +41,6 @@ final class ReportCommand implements Callable<Integer> {
 
     static final String AMP = "djl-amp-bf16";
     static final String AMP_NCHW = "djl-amp-bf16-nchw";
-    static final String AMP_LAMBDAS = "djl-amp-bf16-lambdas";
-    static final String AMP_LAMBDAS_NCHW = "djl-amp-bf16-lambdas-nchw";
     static final String DJL_FP32 = "djl-fp32";
     static final String BOOKKEEPING = "djl-amp-fp32-dynamic";
     static final String PT_FP32 = "pt-fp32";
@@ -191,13 +189,11 @@ final class ReportCommand implements Callable<Integer> {
             StringBuilder md, ThroughputRuns r18, List<JsonObject> overhead, JsonObject memory) {
         md.append("### Targets (ResNetV1-18, 1x32x32)\n\n");
         md.append(
-                "\"djl-amp bf16\" is the default (`Amp.wrap(block, \"mixed_bfloat16\")`,"
-                        + " channels-last); \"with ReLU lambdas bf16\" adds the policy override"
-                        + " `class:ai.djl.nn.LambdaBlock=pass_through` (see the findings).\n\n");
+                "\"djl-amp bf16\" is the default: `Amp.wrap(block, \"mixed_bfloat16\")`,"
+                        + " channels-last 16-bit activations; \"NCHW\" adds"
+                        + " `MemoryLayout.PRESERVE`.\n\n");
         md.append("| target | measured | met |\n| --- | --- | --- |\n");
-        String[][] amps = {
-            {AMP, "djl-amp bf16"}, {AMP_LAMBDAS, "djl-amp bf16 with ReLU lambdas bf16"}
-        };
+        String[][] amps = {{AMP, "djl-amp bf16"}, {AMP_NCHW, "djl-amp bf16 NCHW"}};
         for (String[] amp : amps) {
             if (r18 != null && r18.has(amp[0]) && r18.has(DJL_FP32)) {
                 md.append(
@@ -310,14 +306,9 @@ final class ReportCommand implements Callable<Integer> {
         String[][] ratios = {
             {AMP, DJL_FP32},
             {AMP_NCHW, DJL_FP32},
-            {AMP_LAMBDAS, DJL_FP32},
-            {AMP_LAMBDAS_NCHW, DJL_FP32},
             {AMP, PT_BF16},
             {AMP, PT_BF16_CL},
             {AMP_NCHW, PT_BF16},
-            {AMP_LAMBDAS, PT_BF16},
-            {AMP_LAMBDAS, PT_BF16_CL},
-            {AMP_LAMBDAS_NCHW, PT_BF16},
             {DJL_FP32, PT_FP32},
             {PT_BF16, PT_FP32},
             {PT_BF16_CL, PT_FP32}
@@ -462,35 +453,48 @@ final class ReportCommand implements Callable<Integer> {
                                 + " is VmHWM after it: the whole process (JVM, libtorch,"
                                 + " parameters, activations), native memory included; \"above"
                                 + " ready\" subtracts the resident size with the model ready,"
-                                + " leaving what the step itself needs.\n\n");
+                                + " leaving what the step itself needs. Every configuration is"
+                                + " measured "
+                                + (memory.has("repeat") ? memory.get("repeat").getAsInt() : 1)
+                                + " times, alternating; the table shows medians and the range of"
+                                + " the peak.\n\n");
         md.append(
-                "| batch | variant | ready MiB | step peak MiB | above ready MiB |"
+                "| batch | variant | ready MiB | step peak MiB (range) | above ready MiB |"
                         + " vs fp32 (peak) | vs fp32 (above ready) |\n");
         md.append("| ---: | --- | ---: | ---: | ---: | ---: | ---: |\n");
+        java.util.Set<String> done = new java.util.HashSet<>();
         for (JsonElement e : memory.getAsJsonArray("table")) {
             JsonObject r = e.getAsJsonObject();
-            if (r.has("error")) {
+            int batch = r.get("batch").getAsInt();
+            String variant = r.get("variant").getAsString();
+            if (!done.add(batch + "/" + variant)) {
+                continue;
+            }
+            JsonObject m = memoryRow(memory, variant, batch);
+            if (m == null) {
                 md.append("| ")
-                        .append(r.get("batch").getAsInt())
+                        .append(batch)
                         .append(" | ")
-                        .append(r.get("variant").getAsString())
+                        .append(variant)
                         .append(" | ")
-                        .append(r.get("error").getAsString())
+                        .append(r.has("error") ? r.get("error").getAsString() : "no result")
                         .append(" | | | | |\n");
                 continue;
             }
-            JsonObject base = memoryRow(memory, DJL_FP32, r.get("batch").getAsInt());
-            String vsPeak = base == null ? "" : fmt(peak(r) / peak(base)) + "x";
-            String vsAbove = base == null ? "" : fmt(aboveReady(r) / aboveReady(base)) + "x";
+            JsonObject base = memoryRow(memory, DJL_FP32, batch);
+            String vsPeak = base == null ? "" : fmt(peak(m) / peak(base)) + "x";
+            String vsAbove = base == null ? "" : fmt(aboveReady(m) / aboveReady(base)) + "x";
             md.append(
                     String.format(
                             Locale.ROOT,
-                            "| %d | %s | %.0f | %.0f | %.0f | %s | %s |%n",
-                            r.get("batch").getAsInt(),
-                            r.get("variant").getAsString(),
-                            r.get("readyRssKib").getAsDouble() / 1024,
-                            peak(r) / 1024,
-                            aboveReady(r) / 1024,
+                            "| %d | %s | %.0f | %.0f (%.0f-%.0f) | %.0f | %s | %s |%n",
+                            batch,
+                            variant,
+                            m.get("readyRssKib").getAsDouble() / 1024,
+                            peak(m) / 1024,
+                            m.get("minPeakKib").getAsDouble() / 1024,
+                            m.get("maxPeakKib").getAsDouble() / 1024,
+                            aboveReady(m) / 1024,
                             vsPeak,
                             vsAbove));
         }
@@ -519,16 +523,37 @@ final class ReportCommand implements Callable<Integer> {
         md.append('\n');
     }
 
+    /**
+     * The measurements of one variant at one batch size, merged: medians of the ready size, of the
+     * step peak and of the peak above ready, and the range of the step peak.
+     */
     private static JsonObject memoryRow(JsonObject memory, String variant, int batch) {
+        List<Double> ready = new ArrayList<>();
+        List<Double> peaks = new ArrayList<>();
+        List<Double> above = new ArrayList<>();
         for (JsonElement e : memory.getAsJsonArray("table")) {
             JsonObject r = e.getAsJsonObject();
             if (r.get("variant").getAsString().equals(variant)
                     && r.get("batch").getAsInt() == batch
                     && !r.has("error")) {
-                return r;
+                double readyKib = r.get("readyRssKib").getAsDouble();
+                double peakKib = r.get("stepPeakKib").getAsDouble();
+                ready.add(readyKib);
+                peaks.add(peakKib);
+                above.add(peakKib - readyKib);
             }
         }
-        return null;
+        if (peaks.isEmpty()) {
+            return null;
+        }
+        JsonObject merged = new JsonObject();
+        merged.addProperty("readyRssKib", Samples.of(ready).median());
+        merged.addProperty("stepPeakKib", Samples.of(peaks).median());
+        merged.addProperty("aboveReadyKib", Samples.of(above).median());
+        merged.addProperty("minPeakKib", Collections.min(peaks));
+        merged.addProperty("maxPeakKib", Collections.max(peaks));
+        merged.addProperty("count", peaks.size());
+        return merged;
     }
 
     private static double peak(JsonObject row) {
@@ -536,7 +561,7 @@ final class ReportCommand implements Callable<Integer> {
     }
 
     private static double aboveReady(JsonObject row) {
-        return row.get("stepPeakKib").getAsDouble() - row.get("readyRssKib").getAsDouble();
+        return row.get("aboveReadyKib").getAsDouble();
     }
 
     private static String fmt(double v) {

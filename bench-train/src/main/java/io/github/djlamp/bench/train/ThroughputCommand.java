@@ -1,6 +1,8 @@
 package io.github.djlamp.bench.train;
 
 import ai.djl.engine.Engine;
+import ai.djl.metric.Metric;
+import ai.djl.metric.Metrics;
 import ai.djl.pytorch.jni.JniUtils;
 import com.google.gson.GsonBuilder;
 import com.google.gson.JsonArray;
@@ -43,6 +45,13 @@ final class ThroughputCommand implements Callable<Integer> {
     @Option(names = "--steps", defaultValue = "20", description = "Timed steps per variant.")
     int steps;
 
+    @Option(
+            names = "--phases",
+            description =
+                    "Also record DJL's per-phase metrics (forward, backward, step; the rest of the"
+                            + " step is listeners and freeing the batch).")
+    boolean phases;
+
     @Option(names = "--out", required = true, description = "The JSON file to write.")
     Path out;
 
@@ -60,6 +69,11 @@ final class ThroughputCommand implements Callable<Integer> {
             for (int i = 0; i < warmup; i++) {
                 for (TrainingRig rig : rigs) {
                     rig.step();
+                }
+            }
+            if (phases) {
+                for (TrainingRig rig : rigs) {
+                    rig.getTrainer().setMetrics(new Metrics());
                 }
             }
             double[][] ms = new double[rigs.size()][steps];
@@ -99,6 +113,22 @@ final class ThroughputCommand implements Callable<Integer> {
                 v.add("stepMs", times);
                 variantsJson.add(v);
                 Samples s = new Samples(ms[k]);
+                if (phases) {
+                    JsonObject phaseJson = phaseMedians(rigs.get(k).getTrainer().getMetrics());
+                    phaseJson.addProperty(
+                            "other",
+                            Math.round(
+                                            (s.median()
+                                                            - phaseJson.get("forward").getAsDouble()
+                                                            - phaseJson
+                                                                    .get("backward")
+                                                                    .getAsDouble()
+                                                            - phaseJson.get("step").getAsDouble())
+                                                    * 100)
+                                    / 100.0);
+                    v.add("phasesMs", phaseJson);
+                    System.out.println(rigs.get(k).getVariant().key() + " phases: " + phaseJson);
+                }
                 System.out.printf(
                         "%-22s median %8.1f ms  (IQR %.1f-%.1f)  %7.1f img/s%n",
                         rigs.get(k).getVariant().key(),
@@ -122,5 +152,20 @@ final class ThroughputCommand implements Callable<Integer> {
                 rig.close();
             }
         }
+    }
+
+    /** The median of each of DJL's training metrics, in milliseconds. */
+    private static JsonObject phaseMedians(Metrics metrics) {
+        JsonObject json = new JsonObject();
+        for (String phase : new String[] {"forward", "backward", "step"}) {
+            List<Double> values = new ArrayList<>();
+            for (Metric m : metrics.getMetric(phase)) {
+                values.add(m.getValue().doubleValue() / 1e6);
+            }
+            json.addProperty(
+                    phase,
+                    values.isEmpty() ? 0 : Math.round(Samples.of(values).median() * 100) / 100.0);
+        }
+        return json;
     }
 }

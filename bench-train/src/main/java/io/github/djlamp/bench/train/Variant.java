@@ -1,11 +1,9 @@
 package io.github.djlamp.bench.train;
 
 import ai.djl.nn.Block;
-import ai.djl.nn.LambdaBlock;
 import ai.djl.training.TrainingConfig;
 import io.github.djlamp.amp.Amp;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
-import io.github.djlamp.amp.policy.CastCategory;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
 import io.github.djlamp.amp.scale.LossScaling;
 import io.github.djlamp.amp.spi.MemoryLayout;
@@ -39,26 +37,6 @@ public enum Variant {
         Block wrap(Block block) {
             return new MixedPrecisionBlock(
                     block, PrecisionPolicy.named("mixed_bfloat16"), MemoryLayout.PRESERVE);
-        }
-    },
-    /**
-     * As {@link #AMP_BF16}, with every {@code LambdaBlock} overridden to pass-through: ResNetV1
-     * adds its in-unit ReLUs as anonymous lambdas ({@code add(Activation::relu)}), which the
-     * default policy runs in fp32 (a cast to fp32 NCHW and back to bf16 around each one).
-     */
-    AMP_BF16_LAMBDAS(
-            "djl-amp-bf16-lambdas", "djl-amp bf16, channels-last, ReLU lambdas pass-through") {
-        @Override
-        Block wrap(Block block) {
-            return new MixedPrecisionBlock(block, lambdasPassThrough());
-        }
-    },
-    /** As {@link #AMP_BF16_LAMBDAS} in NCHW ({@code MemoryLayout.PRESERVE}). */
-    AMP_BF16_LAMBDAS_NCHW(
-            "djl-amp-bf16-lambdas-nchw", "djl-amp bf16, NCHW, ReLU lambdas pass-through") {
-        @Override
-        Block wrap(Block block) {
-            return new MixedPrecisionBlock(block, lambdasPassThrough(), MemoryLayout.PRESERVE);
         }
     },
     /**
@@ -103,16 +81,6 @@ public enum Variant {
      */
     public String label() {
         return label;
-    }
-
-    /**
-     * mixed_bfloat16 with every LambdaBlock (ResNetV1: ReLU, identity, pooling, flatten) kept in
-     * the precision of its input.
-     */
-    static PrecisionPolicy lambdasPassThrough() {
-        return PrecisionPolicy.builder(PrecisionPolicy.named("mixed_bfloat16"))
-                .overrideClass(LambdaBlock.class, CastCategory.PASS_THROUGH)
-                .build();
     }
 
     /** Returns the block to set on the model. */

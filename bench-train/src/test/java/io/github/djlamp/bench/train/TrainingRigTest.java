@@ -10,6 +10,8 @@ import io.github.djlamp.amp.cast.MixedPrecisionBlock;
 import io.github.djlamp.amp.policy.CastCategory;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.train.AmpSession;
+import java.util.List;
+import java.util.Map;
 import org.junit.jupiter.api.Test;
 
 /** Every variant trains the real network; the AMP ones through djl-amp as their names say. */
@@ -62,30 +64,30 @@ class TrainingRigTest {
     }
 
     @Test
-    void resnetReluLambdasRunInFp32UnlessOverridden() {
-        // ResNetV1 adds its in-unit ReLUs with add(Activation::relu): anonymous LambdaBlocks,
-        // which the default policy runs in fp32. 8 bottleneck units x 2 ReLUs in ResNetV1-18.
-        assertEquals(16, fp32Leaves(Variant.AMP_BF16));
-        assertEquals(0, fp32Leaves(Variant.AMP_BF16_LAMBDAS));
-        assertEquals(0, fp32Leaves(Variant.AMP_BF16_LAMBDAS_NCHW));
-        try (TrainingRig rig = TrainingRig.create(Network.RESNET18, Variant.AMP_BF16_LAMBDAS, 4)) {
-            rig.step();
-            assertEquals(1, AmpSession.of(rig.getTrainer()).getScaler().getSteps());
+    void noLeafOfResNetRunsInFp32() {
+        // ResNetV1 adds its in-unit ReLUs as anonymous lambdas (add(Activation::relu)); run in
+        // fp32 they cost a cast and a layout change each way around every one (measured: 1.66x
+        // instead of 3.45x over fp32). The default policy must keep them in bf16.
+        for (Network network : Network.values()) {
+            MixedPrecisionBlock block =
+                    (MixedPrecisionBlock) Variant.AMP_BF16.wrap(network.build());
+            Map<String, CastCategory> categories =
+                    block.getPolicy().resolveAll(block.getOriginal());
+            assertEquals(
+                    List.of(),
+                    categories.entrySet().stream()
+                            .filter(e -> e.getValue() == CastCategory.FP32)
+                            .map(Map.Entry::getKey)
+                            .toList(),
+                    network.key() + ": blocks the default policy runs in fp32");
         }
-    }
-
-    private static long fp32Leaves(Variant variant) {
-        MixedPrecisionBlock block = (MixedPrecisionBlock) variant.wrap(Network.RESNET18.build());
-        return block.getPolicy().resolveAll(block.getOriginal()).values().stream()
-                .filter(c -> c == CastCategory.FP32)
-                .count();
     }
 
     @Test
     void namesParse() {
         assertEquals(Network.RESNET50, Network.of("ResNet50"));
         assertEquals(
-                java.util.List.of(Variant.FP32, Variant.AMP_BF16_NCHW),
+                List.of(Variant.FP32, Variant.AMP_BF16_NCHW),
                 Variant.listOf("djl-fp32, djl-amp-bf16-nchw"));
         assertThrows(IllegalArgumentException.class, () -> Variant.of("fp16"));
         assertThrows(IllegalArgumentException.class, () -> Network.of("vgg"));
