@@ -31,6 +31,11 @@ if ! "$python" -c 'import torch' 2>/dev/null; then
     $sudo apt-get install -y python3-torch || { $sudo apt-get update && $sudo apt-get install -y python3-torch; }
 fi
 
+# the code measured: the commit, and whether anything but the results file differs from it
+revision="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+if ! git diff --quiet HEAD -- . ':!bench/RESULTS-train.md' 2>/dev/null; then
+    revision="$revision with uncommitted changes"
+fi
 mvn -B -ntp -q -pl bench-train -am package -DskipTests
 classpath="bench-train/target/classes:$(cat bench-train/target/bench-train-classpath.txt)"
 out="bench-train/target/results"
@@ -102,5 +107,5 @@ done
 machine="$(nproc) cores (nproc), ${cpu:-unknown CPU} (${flags# }), $(free -g | awk '/^Mem:/ {print $2}') GiB RAM, $(java -version 2>&1 | head -n1)"
 bench report --dir "$out" --results "$results" --command "$command_line" \
     --date "$(date -u '+%Y-%m-%d %H:%M UTC')" --machine "$machine" \
-    --note "load average at the start: $load_start; at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+    --note "code at $revision; load average at the start: $load_start, at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "Wrote $results from $out"

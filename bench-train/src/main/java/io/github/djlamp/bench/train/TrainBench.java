@@ -20,6 +20,7 @@ import picocli.CommandLine.Command;
             ThroughputCommand.class,
             MemoryCommand.class,
             MemoryProbeCommand.class,
+            BookkeepingCommand.class,
             ReportCommand.class
         })
 public final class TrainBench implements Runnable {
