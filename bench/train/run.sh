@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Reruns every training benchmark of djl-amp and rewrites the tables of bench/RESULTS-train.md
+# Reruns every training benchmark of djl-amp and rewrites the tables of bench/RESULTS.md
 # (about 15 minutes on 2 cores): throughput of ResNetV1-18 and ResNetV1-50 in DJL fp32, djl-amp bf16
 # and PyTorch eager fp32 / bf16 autocast, the bookkeeping overhead, and step memory.
 #
-#   bench/train/run.sh           the full run; rewrites bench/RESULTS-train.md
+#   bench/train/run.sh           the full run; rewrites bench/RESULTS.md
 #   bench/train/run.sh --quick   a few steps of everything, to check the harness (about 4 minutes);
 #                                writes bench-train/target/RESULTS-train-quick.md instead
 #
@@ -33,7 +33,7 @@ fi
 
 # the code measured: the commit, and whether anything but the results file differs from it
 revision="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-if ! git diff --quiet HEAD -- . ':!bench/RESULTS-train.md' 2>/dev/null; then
+if ! git diff --quiet HEAD -- . ':!bench/RESULTS.md' 2>/dev/null; then
     revision="$revision with uncommitted changes"
 fi
 mvn -B -ntp -q -pl bench-train -am package -DskipTests
@@ -59,7 +59,7 @@ else
     rounds50=3; warmup50=2; steps50=5
     overhead_rounds=2; overhead_steps=80
     memory_batches="64,128,256"; cap_mib=2048
-    results="bench/RESULTS-train.md"
+    results="bench/RESULTS.md"
 fi
 
 djl_variants="djl-fp32,djl-amp-bf16,djl-amp-bf16-nchw"

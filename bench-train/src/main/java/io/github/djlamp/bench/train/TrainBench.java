@@ -9,7 +9,7 @@ import picocli.CommandLine.Command;
  * <pre>
  * TrainBench throughput --network resnet18 --batch 64 --out t.json   # alternating variants, one JVM
  * TrainBench memory --network resnet18 --out m.json                  # one child JVM per measurement
- * TrainBench report --dir bench-train/target/results --results bench/RESULTS-train.md ...
+ * TrainBench report --dir bench-train/target/results --results bench/RESULTS.md ...
  * </pre>
  */
 @Command(

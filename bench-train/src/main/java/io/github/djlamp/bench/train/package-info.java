@@ -3,6 +3,6 @@
  * through djl-amp (the PyTorch counterpart lives in {@code bench/train/pytorch_resnet.py}), the
  * peak memory of a training step, the largest batch under a memory cap, and the cost of djl-amp's
  * bookkeeping with fp32 compute. {@code bench/train/run.sh} runs them all and writes {@code
- * bench/RESULTS-train.md} through {@link io.github.djlamp.bench.train.TrainBench}.
+ * bench/RESULTS.md} through {@link io.github.djlamp.bench.train.TrainBench}.
  */
 package io.github.djlamp.bench.train;
