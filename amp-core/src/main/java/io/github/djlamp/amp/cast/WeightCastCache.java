@@ -23,7 +23,10 @@ import java.util.concurrent.atomic.AtomicLong;
 public final class WeightCastCache {
 
     private final AmpBackend backend;
-    private final Map<Key, Entry> entries = new ConcurrentHashMap<>();
+
+    /** Parameter id to that parameter's casts (one per device, precision and layout). */
+    private final Map<String, Map<Key, Entry>> entries = new ConcurrentHashMap<>();
+
     private final AtomicLong castsMade = new AtomicLong();
 
     /**
@@ -51,13 +54,15 @@ public final class WeightCastCache {
             Precision target,
             MemoryLayout layout,
             NDManager stepManager) {
-        Key key = new Key(parameter.getId(), master.getDevice(), target, layout);
-        Entry cached = entries.get(key);
+        Key key = new Key(master.getDevice(), target, layout);
+        Map<Key, Entry> casts =
+                entries.computeIfAbsent(parameter.getId(), id -> new ConcurrentHashMap<>());
+        Entry cached = casts.get(key);
         if (cached != null && cached.isValidFor(master, stepManager)) {
             return cached.cast;
         }
         NDArray cast = cast(master, target, layout, stepManager);
-        entries.put(key, new Entry(master, cast));
+        casts.put(key, new Entry(master, cast));
         return cast;
     }
 
@@ -83,7 +88,7 @@ public final class WeightCastCache {
      * @param parameterId the parameter's id
      */
     public void invalidate(String parameterId) {
-        entries.keySet().removeIf(k -> k.parameterId.equals(parameterId));
+        entries.remove(parameterId);
     }
 
     /** Forgets every cast. */
@@ -118,13 +123,11 @@ public final class WeightCastCache {
     }
 
     private static final class Key {
-        final String parameterId;
         final Device device;
         final Precision precision;
         final MemoryLayout layout;
 
-        Key(String parameterId, Device device, Precision precision, MemoryLayout layout) {
-            this.parameterId = parameterId;
+        Key(Device device, Precision precision, MemoryLayout layout) {
             this.device = device;
             this.precision = precision;
             this.layout = layout;
@@ -136,15 +139,12 @@ public final class WeightCastCache {
                 return false;
             }
             Key k = (Key) o;
-            return parameterId.equals(k.parameterId)
-                    && device.equals(k.device)
-                    && precision == k.precision
-                    && layout == k.layout;
+            return device.equals(k.device) && precision == k.precision && layout == k.layout;
         }
 
         @Override
         public int hashCode() {
-            return Objects.hash(parameterId, device, precision, layout);
+            return Objects.hash(device, precision, layout);
         }
     }
 }

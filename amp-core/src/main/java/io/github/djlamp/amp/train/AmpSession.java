@@ -192,7 +192,10 @@ public final class AmpSession implements AutoCloseable {
      */
     public boolean unscaleAndCheck(NDManager stepManager) {
         requireAttached();
-        boolean overflow = scaler.unscaleAndCheck(gradients(stepManager), stepManager);
+        // without scaling nothing is unscaled or checked: skip making the gradient handles
+        GradientSet gradients =
+                scaler.getConfig().isEnabled() ? gradients(stepManager) : new GradientSet();
+        boolean overflow = scaler.unscaleAndCheck(gradients, stepManager);
         verdict = overflow ? Verdict.SKIP : Verdict.APPLY;
         if (buffers != null) {
             if (overflow) {

@@ -22,8 +22,8 @@ import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 
 /**
- * Rewrites the generated section of {@code bench/RESULTS.md} from the result files of one
- * run; everything outside the section markers (the written findings) stays as it is.
+ * Rewrites the generated section of {@code bench/RESULTS.md} from the result files of one run;
+ * everything outside the section markers (the written findings) stays as it is.
  */
 @Command(name = "report", description = "Writes the tables of bench/RESULTS.md.")
 final class ReportCommand implements Callable<Integer> {
