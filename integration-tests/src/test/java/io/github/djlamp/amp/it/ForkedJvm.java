@@ -13,20 +13,27 @@ import java.util.concurrent.TimeUnit;
  * Runs a main class in a child JVM with this test's class path, so a native crash (DJL's PyTorch
  * engine terminates the JVM on some bf16 paths) fails one test instead of the whole build.
  */
-final class ForkedJvm {
+public final class ForkedJvm {
 
     /** What the child did. */
-    static final class Result {
-        final int exitCode;
-        final String output;
+    public static final class Result {
+        /** The child's exit code. */
+        public final int exitCode;
+
+        /** Everything the child printed, stdout and stderr. */
+        public final String output;
 
         Result(int exitCode, String output) {
             this.exitCode = exitCode;
             this.output = output;
         }
 
-        /** The last non-blank line of the output. */
-        String lastLine() {
+        /**
+         * Returns the last non-blank line of the output.
+         *
+         * @return the line
+         */
+        public String lastLine() {
             String[] lines = output.strip().split("\\R");
             return lines.length == 0 ? "" : lines[lines.length - 1].strip();
         }
@@ -34,11 +41,60 @@ final class ForkedJvm {
 
     private ForkedJvm() {}
 
-    static Result run(Class<?> mainClass, String... args) throws IOException, InterruptedException {
+    /**
+     * Runs {@code mainClass} with a 1 GiB heap.
+     *
+     * @param mainClass the class whose main runs
+     * @param args its arguments
+     * @return what the child did
+     * @throws IOException if the child cannot be started or its output read
+     * @throws InterruptedException if interrupted while waiting
+     */
+    public static Result run(Class<?> mainClass, String... args)
+            throws IOException, InterruptedException {
+        return run(List.of("-Xmx1g"), mainClass, args);
+    }
+
+    /**
+     * Runs {@code mainClass} and fails unless it exits 0.
+     *
+     * @param jvmOptions options for the child JVM, e.g. its heap
+     * @param mainClass the class whose main runs
+     * @param args its arguments
+     * @return everything the child printed
+     * @throws IOException if the child cannot be started or its output read
+     * @throws InterruptedException if interrupted while waiting
+     */
+    public static String runOk(List<String> jvmOptions, Class<?> mainClass, String... args)
+            throws IOException, InterruptedException {
+        Result result = run(jvmOptions, mainClass, args);
+        if (result.exitCode != 0) {
+            throw new AssertionError(
+                    mainClass.getSimpleName()
+                            + " exited with "
+                            + result.exitCode
+                            + ":\n"
+                            + result.output);
+        }
+        return result.output;
+    }
+
+    /**
+     * Runs {@code mainClass} in a child JVM with this test's class path.
+     *
+     * @param jvmOptions options for the child JVM, e.g. its heap
+     * @param mainClass the class whose main runs
+     * @param args its arguments
+     * @return what the child did
+     * @throws IOException if the child cannot be started or its output read
+     * @throws InterruptedException if interrupted while waiting
+     */
+    public static Result run(List<String> jvmOptions, Class<?> mainClass, String... args)
+            throws IOException, InterruptedException {
         String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
         List<String> command = new ArrayList<>();
         command.add(java);
-        command.add("-Xmx1g");
+        command.addAll(jvmOptions);
         command.add("-Dai.djl.offline=true");
         command.add("-Dorg.slf4j.simpleLogger.defaultLogLevel=warn");
         command.add("-cp");
@@ -52,7 +108,7 @@ final class ForkedJvm {
                             .redirectErrorStream(true)
                             .redirectOutput(log)
                             .start();
-            if (!process.waitFor(5, TimeUnit.MINUTES)) {
+            if (!process.waitFor(10, TimeUnit.MINUTES)) {
                 process.destroyForcibly();
                 throw new AssertionError(
                         "forked JVM timed out: " + mainClass.getName() + " " + List.of(args));

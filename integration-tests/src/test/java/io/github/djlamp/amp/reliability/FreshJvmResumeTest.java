@@ -8,6 +8,7 @@ import ai.djl.Model;
 import ai.djl.nn.Parameter;
 import ai.djl.util.Pair;
 import io.github.djlamp.amp.Amp;
+import io.github.djlamp.amp.it.ForkedJvm;
 import io.github.djlamp.amp.scale.ScalerState;
 import io.github.djlamp.amp.train.AmpSession;
 import java.nio.file.Path;
@@ -48,10 +49,29 @@ class FreshJvmResumeTest {
     void resumingInAFreshJvmContinuesExactly(@TempDir Path straight, @TempDir Path resumed)
             throws Exception {
         String straightState =
-                state(ChildJvm.run(ResumeScenario.class, straight.toString(), "0", "40"));
-        String firstHalf = state(ChildJvm.run(ResumeScenario.class, resumed.toString(), "0", "15"));
+                state(
+                        ForkedJvm.runOk(
+                                List.of("-Xmx1g"),
+                                ResumeScenario.class,
+                                straight.toString(),
+                                "0",
+                                "40"));
+        String firstHalf =
+                state(
+                        ForkedJvm.runOk(
+                                List.of("-Xmx1g"),
+                                ResumeScenario.class,
+                                resumed.toString(),
+                                "0",
+                                "15"));
         String resumedState =
-                state(ChildJvm.run(ResumeScenario.class, resumed.toString(), "15", "40"));
+                state(
+                        ForkedJvm.runOk(
+                                List.of("-Xmx1g"),
+                                ResumeScenario.class,
+                                resumed.toString(),
+                                "15",
+                                "40"));
         assertEquals(straightState, resumedState, "scaler state");
         assertTrue(!firstHalf.equals(resumedState), "the second half moved the state");
         // the two poisoned batches, plus fp16's own overflows while the scale settles

@@ -3,6 +3,7 @@ package io.github.djlamp.amp.reliability;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.djlamp.amp.it.ForkedJvm;
 import java.util.List;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -24,7 +25,7 @@ class LongRunTest {
     @ValueSource(strings = {"mixed_bfloat16", "mixed_float16"})
     void memoryStaysFlat(String policy) throws Exception {
         String output =
-                ChildJvm.run(
+                ForkedJvm.runOk(
                         List.of("-Xms384m", "-Xmx384m", "-XX:+AlwaysPreTouch"),
                         LongRunScenario.class,
                         policy,
