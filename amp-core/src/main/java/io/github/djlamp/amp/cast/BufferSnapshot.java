@@ -9,7 +9,9 @@ import ai.djl.nn.Parameter;
 import ai.djl.training.ParameterStore;
 import ai.djl.util.Pair;
 import io.github.djlamp.amp.spi.AmpBackend;
+import java.util.ArrayList;
 import java.util.HashSet;
+import java.util.List;
 import java.util.Set;
 
 /**
@@ -22,6 +24,7 @@ public final class BufferSnapshot {
     private final NDList live = new NDList();
     private final NDList saved = new NDList();
     private final Set<String> taken = new HashSet<>();
+    private List<Parameter> runningStatistics;
     private NDManager copies;
 
     /** Creates an empty snapshot. */
@@ -36,12 +39,17 @@ public final class BufferSnapshot {
      * @param device the device of this forward pass
      */
     synchronized void take(ParameterStore store, Block block, Device device) {
-        for (Pair<String, Parameter> pair : block.getParameters()) {
-            Parameter parameter = pair.getValue();
-            Parameter.Type type = parameter.getType();
-            if (type != Parameter.Type.RUNNING_MEAN && type != Parameter.Type.RUNNING_VAR) {
-                continue;
+        if (runningStatistics == null) {
+            // the tree is fixed once built: find its running statistics once, not every step
+            runningStatistics = new ArrayList<>();
+            for (Pair<String, Parameter> pair : block.getParameters()) {
+                Parameter.Type type = pair.getValue().getType();
+                if (type == Parameter.Type.RUNNING_MEAN || type == Parameter.Type.RUNNING_VAR) {
+                    runningStatistics.add(pair.getValue());
+                }
             }
+        }
+        for (Parameter parameter : runningStatistics) {
             if (!parameter.isInitialized() || !taken.add(parameter.getId() + "@" + device)) {
                 continue;
             }

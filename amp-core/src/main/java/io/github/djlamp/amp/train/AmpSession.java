@@ -8,6 +8,7 @@ import ai.djl.ndarray.NDManager;
 import ai.djl.nn.Parameter;
 import ai.djl.training.ParameterStore;
 import ai.djl.training.Trainer;
+import ai.djl.training.listener.TrainingListener;
 import ai.djl.util.Pair;
 import io.github.djlamp.amp.AmpException;
 import io.github.djlamp.amp.AmpOptions;
@@ -22,6 +23,8 @@ import io.github.djlamp.amp.scale.LossScaling;
 import io.github.djlamp.amp.scale.ScalerState;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.AmpBackends;
+import java.util.ArrayList;
+import java.util.List;
 
 /**
  * The mixed precision state of one trainer, and the verb API for custom training loops.
@@ -52,6 +55,7 @@ public final class AmpSession implements AutoCloseable {
     private AmpBackend backend;
     private LossScaler scaler;
     private BufferSnapshot buffers;
+    private List<Pair<String, Parameter>> trainable;
     private PrecisionPolicy policy;
     private Verdict verdict = Verdict.UNCHECKED;
 
@@ -81,7 +85,10 @@ public final class AmpSession implements AutoCloseable {
      * @throws AmpException when the trainer was not configured through Amp.configure
      */
     public static AmpSession of(Trainer trainer) {
-        for (ai.djl.training.listener.TrainingListener listener : listenersOf(trainer)) {
+        // Trainer does not expose its listeners; notifying them is the one way to meet them
+        List<TrainingListener> listeners = new ArrayList<>();
+        trainer.notifyListeners(listeners::add);
+        for (TrainingListener listener : listeners) {
             if (listener instanceof AmpTrainingListener) {
                 AmpSession session = ((AmpTrainingListener) listener).getSession();
                 session.attach(trainer);
@@ -91,14 +98,6 @@ public final class AmpSession implements AutoCloseable {
         throw new AmpException(
                 "This trainer was not configured for mixed precision: create it from"
                         + " Amp.configure(config, block)");
-    }
-
-    private static Iterable<ai.djl.training.listener.TrainingListener> listenersOf(
-            Trainer trainer) {
-        java.util.List<ai.djl.training.listener.TrainingListener> found =
-                new java.util.ArrayList<>();
-        trainer.notifyListeners(found::add);
-        return found;
     }
 
     /**
@@ -289,9 +288,18 @@ public final class AmpSession implements AutoCloseable {
         GradientSet set = new GradientSet();
         ParameterStore store = block.getTrainingStore();
         Device[] devices = trainer.getDevices();
-        for (Pair<String, Parameter> pair : block.getParameters()) {
+        if (trainable == null) {
+            // the block's parameters are fixed once built: list the trainable ones once
+            trainable = new ArrayList<>();
+            for (Pair<String, Parameter> pair : block.getParameters()) {
+                if (pair.getValue().requiresGradient()) {
+                    trainable.add(pair);
+                }
+            }
+        }
+        for (Pair<String, Parameter> pair : trainable) {
             Parameter parameter = pair.getValue();
-            if (!parameter.requiresGradient() || !parameter.isInitialized()) {
+            if (!parameter.isInitialized()) {
                 continue;
             }
             for (int replica = 0; replica < devices.length; replica++) {
