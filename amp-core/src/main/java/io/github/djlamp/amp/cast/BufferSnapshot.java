@@ -74,15 +74,6 @@ public final class BufferSnapshot {
         backend.copy(live, saved);
     }
 
-    /**
-     * Returns the number of arrays copied this step.
-     *
-     * @return the number of buffers held
-     */
-    public synchronized int size() {
-        return live.size();
-    }
-
     /** Frees this step's copies. */
     public synchronized void clear() {
         live.clear();

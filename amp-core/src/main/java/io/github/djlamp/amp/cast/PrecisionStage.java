@@ -33,18 +33,6 @@ final class PrecisionStage extends AbstractBlock {
         this.path = path;
     }
 
-    Block inner() {
-        return inner;
-    }
-
-    CastCategory category() {
-        return category;
-    }
-
-    String path() {
-        return path;
-    }
-
     /** {@inheritDoc} */
     @Override
     protected NDList forwardInternal(

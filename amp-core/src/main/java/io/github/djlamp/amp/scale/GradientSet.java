@@ -69,24 +69,6 @@ public final class GradientSet {
     }
 
     /**
-     * Returns every gradient, in the order added.
-     *
-     * @return the gradients
-     */
-    public List<NDArray> gradients() {
-        return Collections.unmodifiableList(gradients);
-    }
-
-    /**
-     * Returns the parameter name of each gradient, parallel to {@link #gradients()}.
-     *
-     * @return the names
-     */
-    public List<String> names() {
-        return Collections.unmodifiableList(names);
-    }
-
-    /**
      * Returns whether there are no gradients.
      *
      * @return true when empty

@@ -1,18 +1,11 @@
 package io.github.djlamp.amp.train;
 
-import ai.djl.Device;
-import ai.djl.nn.Parameter;
 import ai.djl.training.TrainingConfig;
-import ai.djl.training.evaluator.Evaluator;
-import ai.djl.training.initializer.Initializer;
 import ai.djl.training.listener.TrainingListener;
 import ai.djl.training.loss.Loss;
 import ai.djl.training.optimizer.Optimizer;
-import ai.djl.util.PairList;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.ExecutorService;
-import java.util.function.Predicate;
 
 /**
  * A user's {@link TrainingConfig} with mixed precision: the same devices, initializers, evaluators
@@ -20,9 +13,8 @@ import java.util.function.Predicate;
  * steps, and the {@link AmpTrainingListener} first among the listeners (so the scaler state it
  * writes into the model is current when a checkpoint listener saves the model).
  */
-public final class AmpTrainingConfig implements TrainingConfig {
+public final class AmpTrainingConfig extends ForwardingTrainingConfig {
 
-    private final TrainingConfig delegate;
     private final AmpSession session;
     private final Loss loss;
     private final Optimizer optimizer;
@@ -35,12 +27,12 @@ public final class AmpTrainingConfig implements TrainingConfig {
      * @param session the AMP session to train with
      */
     public AmpTrainingConfig(TrainingConfig delegate, AmpSession session) {
+        super(delegate);
         if (delegate instanceof AmpTrainingConfig) {
             throw new IllegalArgumentException(
                     "The training config is already configured for mixed precision; configure"
                             + " it once");
         }
-        this.delegate = delegate;
         this.session = session;
         this.loss = new ScaledLoss(delegate.getLossFunction(), session);
         this.optimizer = new LossScalingOptimizer(delegate.getOptimizer(), session);
@@ -61,18 +53,6 @@ public final class AmpTrainingConfig implements TrainingConfig {
 
     /** {@inheritDoc} */
     @Override
-    public Device[] getDevices() {
-        return delegate.getDevices();
-    }
-
-    /** {@inheritDoc} */
-    @Override
-    public PairList<Initializer, Predicate<Parameter>> getInitializers() {
-        return delegate.getInitializers();
-    }
-
-    /** {@inheritDoc} */
-    @Override
     public Optimizer getOptimizer() {
         return optimizer;
     }
@@ -81,18 +61,6 @@ public final class AmpTrainingConfig implements TrainingConfig {
     @Override
     public Loss getLossFunction() {
         return loss;
-    }
-
-    /** {@inheritDoc} */
-    @Override
-    public ExecutorService getExecutorService() {
-        return delegate.getExecutorService();
-    }
-
-    /** {@inheritDoc} */
-    @Override
-    public List<Evaluator> getEvaluators() {
-        return delegate.getEvaluators();
     }
 
     /** {@inheritDoc} */
