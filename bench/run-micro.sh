@@ -7,9 +7,9 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 command_line="bench/run-micro.sh${*:+ $*}"
 
-mvn -B -ntp -q -pl bench -am package -DskipTests
-classpath="bench/target/classes:$(cat bench/target/bench-classpath.txt)"
-json="bench/target/jmh-micro.json"
+mvn -B -ntp -q -pl bench/micro -am package -DskipTests
+classpath="bench/micro/target/classes:$(cat bench/micro/target/bench-classpath.txt)"
+json="bench/micro/target/jmh-micro.json"
 
 load_before="$(cut -d' ' -f1 /proc/loadavg)"
 if awk -v l="$load_before" 'BEGIN { exit !(l > 0.5) }'; then

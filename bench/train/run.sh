@@ -5,7 +5,7 @@
 #
 #   bench/train/run.sh           the full run; rewrites bench/RESULTS.md
 #   bench/train/run.sh --quick   a few steps of everything, to check the harness (about 4 minutes);
-#                                writes bench-train/target/RESULTS-train-quick.md instead
+#                                writes bench/train/target/RESULTS-train-quick.md instead
 #
 # Environment: THREADS (intra-op threads of both frameworks, default nproc), PYTHON (default
 # /usr/bin/python3, Debian's interpreter, where `apt-get install python3-torch` puts PyTorch).
@@ -36,9 +36,9 @@ revision="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 if ! git diff --quiet HEAD -- . ':!bench/RESULTS.md' 2>/dev/null; then
     revision="$revision with uncommitted changes"
 fi
-mvn -B -ntp -q -pl bench-train -am package -DskipTests
-classpath="bench-train/target/classes:$(cat bench-train/target/bench-train-classpath.txt)"
-out="bench-train/target/results"
+mvn -B -ntp -q -pl bench/train -am package -DskipTests
+classpath="bench/train/target/classes:$(cat bench/train/target/bench-train-classpath.txt)"
+out="bench/train/target/results"
 rm -rf "$out"
 mkdir -p "$out"
 
@@ -53,7 +53,7 @@ if $quick; then
     rounds50=1; warmup50=1; steps50=1
     overhead_rounds=1; overhead_steps=3
     memory_batches="16,32"; cap_mib=700
-    results="bench-train/target/RESULTS-train-quick.md"
+    results="bench/train/target/RESULTS-train-quick.md"
 else
     rounds18=3; warmup18=5; steps18=20
     rounds50=3; warmup50=2; steps50=5
