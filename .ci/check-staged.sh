@@ -70,7 +70,8 @@ while read -r artifact packaging; do
   javadoc=$(newest "$dir" "$artifact-*-javadoc.jar")
   if [[ -z $main ]]; then
     missing+=("$dir: no main jar")
-  elif ! jar --describe-module --file "$main" 2>/dev/null | grep -q ' automatic$'; then
+  elif ! jar --describe-module --file "$main" 2>/dev/null | grep -q '^io\.github\.djlamp\.[a-z.]*\(@[^ ]*\)\? automatic$'; then
+    # a name derived from the file name (amp.core) would not start with the group
     missing+=("$main: no Automatic-Module-Name")
   fi
   if [[ -z $sources ]]; then
