@@ -166,6 +166,7 @@ public final class AmpDemo implements Callable<Integer> {
     private boolean help;
 
     private final PrintStream stdout;
+    private final ChartWriter charts;
 
     /** Creates the command, printing its results to standard output. */
     public AmpDemo() {
@@ -178,7 +179,12 @@ public final class AmpDemo implements Callable<Integer> {
      * @param stdout where the table and the output folder are printed
      */
     public AmpDemo(PrintStream stdout) {
+        this(stdout, ReportCharts::write);
+    }
+
+    AmpDemo(PrintStream stdout, ChartWriter charts) {
         this.stdout = stdout;
+        this.charts = charts;
     }
 
     /**
@@ -307,9 +313,9 @@ public final class AmpDemo implements Callable<Integer> {
             settings.put("optimizer", "Adam, learning rate " + LEARNING_RATE);
             settings.put("engine", Engine.getInstance().getEngineName());
             settings.put("engineVersion", Engine.getInstance().getVersion());
-            List<Path> files = new ArrayList<>();
-            files.addAll(ReportCharts.write(report, what, out));
-            files.addAll(ReportFiles.write(report, settings, out));
+            // the numbers first: drawing needs fonts, which a headless server may lack
+            List<Path> files = new ArrayList<>(ReportFiles.write(report, settings, out));
+            files.addAll(drawCharts(report, what));
             stdout.println(
                     "Output folder: "
                             + out.toAbsolutePath().normalize()
@@ -320,6 +326,31 @@ public final class AmpDemo implements Callable<Integer> {
                             + ")");
         }
         return 0;
+    }
+
+    /**
+     * Draws the charts; a JVM that cannot (no fonts or no font libraries on a headless server) gets
+     * a warning, not a failure: the numbers are already written.
+     */
+    private List<Path> drawCharts(DoctorReport report, String what) {
+        try {
+            return charts.write(report, what, out);
+        } catch (VirtualMachineError e) {
+            throw e;
+        } catch (Exception | Error e) {
+            stdout.println(
+                    "Warning: the charts were not drawn ("
+                            + oneLine(e)
+                            + "); drawing text needs fonts, which this JVM lacks or cannot load."
+                            + " The numbers are in "
+                            + ReportFiles.STEPS_CSV
+                            + ", "
+                            + ReportFiles.RUNS_CSV
+                            + " and "
+                            + ReportFiles.REPORT_JSON
+                            + ".");
+            return List.of();
+        }
     }
 
     /** The Adam learning rate of the demo's runs. */

@@ -62,6 +62,41 @@ class AmpDemoRunTest {
     }
 
     @Test
+    void aJvmThatCannotDrawStillWritesTheNumbersAndSucceeds(@TempDir Path out) throws Exception {
+        ByteArrayOutputStream stdout = new ByteArrayOutputStream();
+        ChartWriter noFonts =
+                (report, subtitle, dir) -> {
+                    // what AWT throws on a headless server without font libraries
+                    throw new UnsatisfiedLinkError(
+                            "libharfbuzz.so.0: cannot open shared object file");
+                };
+        int code =
+                AmpDemo.commandLine(
+                                new AmpDemo(
+                                        new PrintStream(stdout, true, StandardCharsets.UTF_8),
+                                        noFonts))
+                        .execute(
+                                "--precision", "fp32",
+                                "--train-limit", "64",
+                                "--test-limit", "32",
+                                "--epochs", "1",
+                                "--batch-size", "32",
+                                "--warmup", "0",
+                                "--out", out.toString());
+        String printed = stdout.toString(StandardCharsets.UTF_8);
+        assertEquals(0, code, printed);
+        assertTrue(printed.contains("Warning: the charts were not drawn"), printed);
+        assertTrue(printed.contains("libharfbuzz"), printed);
+        for (String name :
+                List.of(ReportFiles.STEPS_CSV, ReportFiles.RUNS_CSV, ReportFiles.REPORT_JSON)) {
+            assertTrue(Files.size(out.resolve(name)) > 0, name);
+        }
+        assertEquals(1 + 64 / 32, Files.readAllLines(out.resolve(ReportFiles.STEPS_CSV)).size());
+        assertTrue(Files.notExists(out.resolve(ReportCharts.LOSS_PNG)));
+        assertTrue(printed.contains("Output folder: " + out.toAbsolutePath()), printed);
+    }
+
+    @Test
     void theFullSetIsReadFromTheDataDir(@TempDir Path tmp) throws Exception {
         // any folder with the four IDX files will do: here, the shipped subset's files
         FashionMnistData.subset(tmp);
