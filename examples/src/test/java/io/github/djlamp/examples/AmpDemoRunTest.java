@@ -58,6 +58,7 @@ class AmpDemoRunTest {
                         .getAsJsonObject();
         assertEquals(2, json.getAsJsonArray("runs").size());
         assertEquals("resnet20", json.getAsJsonObject("settings").get("model").getAsString());
+        assertEquals(28, json.getAsJsonObject("settings").get("imageSize").getAsInt());
         assertEquals(2, Files.readAllLines(out.resolve(ReportFiles.RUNS_CSV)).size() - 1);
     }
 
@@ -94,6 +95,35 @@ class AmpDemoRunTest {
         assertEquals(1 + 64 / 32, Files.readAllLines(out.resolve(ReportFiles.STEPS_CSV)).size());
         assertTrue(Files.notExists(out.resolve(ReportCharts.LOSS_PNG)));
         assertTrue(printed.contains("Output folder: " + out.toAbsolutePath()), printed);
+    }
+
+    @Test
+    void imagesAreResizedToTheImageSizeAndTheModelTakesThem(@TempDir Path out) throws Exception {
+        ByteArrayOutputStream stdout = new ByteArrayOutputStream();
+        int code =
+                AmpDemo.commandLine(
+                                new AmpDemo(new PrintStream(stdout, true, StandardCharsets.UTF_8)))
+                        .execute(
+                                "--model", "resnet18",
+                                "--image-size", "40",
+                                "--precision", "fp32",
+                                "--train-limit", "32",
+                                "--test-limit", "16",
+                                "--epochs", "1",
+                                "--batch-size", "16",
+                                "--warmup", "0",
+                                "--out", out.toString());
+        String printed = stdout.toString(StandardCharsets.UTF_8);
+        assertEquals(0, code, printed);
+        assertTrue(printed.contains("ResNet-18 on fashion-mnist-subset at 40x40"), printed);
+        assertTrue(
+                printed.contains("Workload: ResNet-18 on 40x40 images (resized from 28x28)"),
+                printed);
+        JsonObject settings =
+                JsonParser.parseString(Files.readString(out.resolve(ReportFiles.REPORT_JSON)))
+                        .getAsJsonObject()
+                        .getAsJsonObject("settings");
+        assertEquals(40, settings.get("imageSize").getAsInt());
     }
 
     @Test
