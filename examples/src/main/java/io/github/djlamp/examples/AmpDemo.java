@@ -297,7 +297,7 @@ public final class AmpDemo implements Callable<Integer> {
             stdout.println(
                     "Workload: "
                             + workload.describe(source.imageSize())
-                            + ": "
+                            + "; "
                             + workload.reason());
             stdout.println(
                     "Runs: "

@@ -79,8 +79,8 @@ final class DemoWorkload {
             int batch = batchSize != null ? batchSize : DEFAULT_BATCH;
             String why =
                     model == null && imageSize == null && batchSize == null
-                            ? "the CPU default: a few minutes on 2 cores, where bf16 pays even on"
-                                    + " small convolutions"
+                            ? "the CPU default, sized for a few minutes on 2 cores (on a CPU, bf16"
+                                    + " pays even on small convolutions)"
                             : "as given, defaults for a CPU";
             return new DemoWorkload(m, size, batch, size != nativeSize, why);
         }
