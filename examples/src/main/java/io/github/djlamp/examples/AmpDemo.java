@@ -8,6 +8,7 @@ import ai.djl.training.TrainingConfig;
 import ai.djl.training.loss.Loss;
 import ai.djl.training.optimizer.Optimizer;
 import ai.djl.training.tracker.Tracker;
+import ai.djl.util.cuda.CudaUtils;
 import io.github.djlamp.amp.doctor.AmpDoctor;
 import io.github.djlamp.amp.doctor.DoctorReport;
 import io.github.djlamp.amp.spi.AmpBackends;
@@ -15,6 +16,7 @@ import io.github.djlamp.amp.spi.DeviceCapabilities;
 import io.github.djlamp.examples.data.FashionMnistData;
 import java.io.PrintStream;
 import java.io.PrintWriter;
+import java.lang.management.MemoryUsage;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.util.ArrayList;
@@ -86,10 +88,13 @@ public final class AmpDemo implements Callable<Integer> {
     @Option(
             names = "--model",
             paramLabel = "NAME",
-            description =
-                    "resnet20, resnet18 or resnet50, DJL's model-zoo ResNetV1 (default:"
-                            + " ${DEFAULT-VALUE}).")
-    private DemoModel model = DemoModel.RESNET20;
+            description = {
+                "resnet20, resnet18 or resnet50, DJL's model-zoo ResNetV1 (default: resnet20 on a"
+                        + " CPU, resnet50 on a GPU).",
+                "On a GPU, ResNet-20 on 28x28 images is too small for mixed precision to show;"
+                        + " ResNet-50 on 224x224 images is where it matters."
+            })
+    private DemoModel model;
 
     @Option(
             names = "--epochs",
@@ -100,8 +105,19 @@ public final class AmpDemo implements Callable<Integer> {
     @Option(
             names = "--batch-size",
             paramLabel = "N",
-            description = "Images per training step (default: ${DEFAULT-VALUE}).")
-    private int batchSize = 64;
+            description =
+                    "Images per training step (default: 64 on a CPU and for resnet20; on a GPU,"
+                            + " chosen from the free device memory, a multiple of 8 up to 256).")
+    private Integer batchSize;
+
+    @Option(
+            names = "--image-size",
+            paramLabel = "N",
+            description =
+                    "Side of the square images trained on; the dataset's images are resized"
+                            + " (bilinear) to it (default: the dataset's own, 28 or 32, on a CPU"
+                            + " and for resnet20; 224 on a GPU).")
+    private Integer imageSize;
 
     @Option(
             names = "--dataset",
@@ -166,6 +182,7 @@ public final class AmpDemo implements Callable<Integer> {
     private boolean help;
 
     private final PrintStream stdout;
+    private final ChartWriter charts;
 
     /** Creates the command, printing its results to standard output. */
     public AmpDemo() {
@@ -178,7 +195,12 @@ public final class AmpDemo implements Callable<Integer> {
      * @param stdout where the table and the output folder are printed
      */
     public AmpDemo(PrintStream stdout) {
+        this(stdout, ReportCharts::write);
+    }
+
+    AmpDemo(PrintStream stdout, ChartWriter charts) {
         this.stdout = stdout;
+        this.charts = charts;
     }
 
     /**
@@ -242,13 +264,41 @@ public final class AmpDemo implements Callable<Integer> {
                                 : DemoDataset.FASHION_MNIST_SUBSET;
         Path workDir = FashionMnistData.defaultWorkDir();
         try (NDManager manager = NDManager.newBaseManager()) {
-            DemoData data =
-                    source.load(manager, batchSize, trainLimit, testLimit, dataDir, workDir);
             Device device = Engine.getInstance().getDevices(1)[0];
+            DemoWorkload workload =
+                    DemoWorkload.choose(
+                            device.isGpu(),
+                            freeDeviceMemory(device),
+                            source.imageSize(),
+                            model,
+                            imageSize,
+                            batchSize);
+            int batch = workload.batchSize();
+            DemoData data =
+                    source.load(
+                            manager,
+                            batch,
+                            workload.imageSize(),
+                            trainLimit,
+                            testLimit,
+                            dataDir,
+                            workDir);
             DeviceCapabilities caps = AmpBackends.forManager(manager).capabilities(device);
-            String what = title(model) + " on " + source.cliName();
+            DemoModel network = workload.model();
+            String what =
+                    title(network)
+                            + " on "
+                            + source.cliName()
+                            + (workload.resized()
+                                    ? " at " + workload.imageSize() + "x" + workload.imageSize()
+                                    : "");
             stdout.println("djl-amp demo: " + what);
             stdout.println("Data: " + data.description());
+            stdout.println(
+                    "Workload: "
+                            + workload.describe(source.imageSize())
+                            + "; "
+                            + workload.reason());
             stdout.println(
                     "Runs: "
                             + String.join(", then ", precision.policies())
@@ -257,7 +307,7 @@ public final class AmpDemo implements Callable<Integer> {
                             + " epoch"
                             + (epochs == 1 ? "" : "s")
                             + " each, batch "
-                            + batchSize
+                            + batch
                             + ", seed "
                             + seed);
             stdout.println(
@@ -278,14 +328,19 @@ public final class AmpDemo implements Callable<Integer> {
 
             DoctorReport report =
                     AmpDoctor.builder()
-                            .setModelFactory(() -> model.build(data.channels(), data.classes()))
+                            .setModelFactory(
+                                    () ->
+                                            network.build(
+                                                    data.channels(),
+                                                    data.classes(),
+                                                    workload.imageSize()))
                             .setTrainingConfig(AmpDemo::trainingConfig)
                             .setDataset(data.train(), data.test())
                             .optEpochs(epochs)
                             .optPrecisions(precision.policies().toArray(new String[0]))
                             .optSeed(seed)
                             .optWarmupSteps(warmup)
-                            .optModelName(model.cliName())
+                            .optModelName(network.cliName())
                             .build()
                             .run();
 
@@ -294,12 +349,14 @@ public final class AmpDemo implements Callable<Integer> {
             stdout.println();
 
             Map<String, Object> settings = new LinkedHashMap<>();
-            settings.put("model", model.cliName());
+            settings.put("model", network.cliName());
+            settings.put("imageSize", workload.imageSize());
+            settings.put("workloadReason", workload.reason());
             settings.put("dataset", source.cliName());
             settings.put("data", data.description());
             settings.put("precision", precision.cliName());
             settings.put("epochs", epochs);
-            settings.put("batchSize", batchSize);
+            settings.put("batchSize", batch);
             settings.put("seed", seed);
             settings.put("warmupSteps", warmup);
             settings.put("trainImages", data.train().size());
@@ -307,9 +364,9 @@ public final class AmpDemo implements Callable<Integer> {
             settings.put("optimizer", "Adam, learning rate " + LEARNING_RATE);
             settings.put("engine", Engine.getInstance().getEngineName());
             settings.put("engineVersion", Engine.getInstance().getVersion());
-            List<Path> files = new ArrayList<>();
-            files.addAll(ReportCharts.write(report, what, out));
-            files.addAll(ReportFiles.write(report, settings, out));
+            // the numbers first: drawing needs fonts, which a headless server may lack
+            List<Path> files = new ArrayList<>(ReportFiles.write(report, settings, out));
+            files.addAll(drawCharts(report, what));
             stdout.println(
                     "Output folder: "
                             + out.toAbsolutePath().normalize()
@@ -321,6 +378,37 @@ public final class AmpDemo implements Callable<Integer> {
         }
         return 0;
     }
+
+    /**
+     * Draws the charts; a JVM that cannot (no fonts or no font libraries on a headless server) gets
+     * a warning, not a failure: the numbers are already written.
+     */
+    private List<Path> drawCharts(DoctorReport report, String what) {
+        try {
+            return charts.write(report, what, out);
+        } catch (VirtualMachineError e) {
+            throw e;
+        } catch (Exception | Error e) {
+            stdout.println(
+                    "Warning: the charts were not drawn ("
+                            + oneLine(e)
+                            + "); drawing text needs fonts, which this JVM lacks or cannot load."
+                            + " The numbers are in "
+                            + ReportFiles.STEPS_CSV
+                            + ", "
+                            + ReportFiles.RUNS_CSV
+                            + " and "
+                            + ReportFiles.REPORT_JSON
+                            + ".");
+            return List.of();
+        }
+    }
+
+    /** The smallest {@code --image-size}. */
+    static final int MIN_IMAGE_SIZE = 8;
+
+    /** The largest {@code --image-size}. */
+    static final int MAX_IMAGE_SIZE = 1024;
 
     /** The Adam learning rate of the demo's runs. */
     static final float LEARNING_RATE = 0.001f;
@@ -342,7 +430,19 @@ public final class AmpDemo implements Callable<Integer> {
 
     private void validate() {
         positive(epochs, "--epochs");
-        positive(batchSize, "--batch-size");
+        if (batchSize != null) {
+            positive(batchSize, "--batch-size");
+        }
+        if (imageSize != null && (imageSize < MIN_IMAGE_SIZE || imageSize > MAX_IMAGE_SIZE)) {
+            throw new CommandLine.ParameterException(
+                    spec.commandLine(),
+                    "--image-size must be between "
+                            + MIN_IMAGE_SIZE
+                            + " and "
+                            + MAX_IMAGE_SIZE
+                            + ", was "
+                            + imageSize);
+        }
         if (trainLimit < 0 || testLimit < 0 || warmup < 0) {
             throw new CommandLine.ParameterException(
                     spec.commandLine(),
@@ -359,6 +459,19 @@ public final class AmpDemo implements Callable<Integer> {
         if (value < 1) {
             throw new CommandLine.ParameterException(
                     spec.commandLine(), option + " must be 1 or more, was " + value);
+        }
+    }
+
+    /** Free memory of a GPU, or -1 on a CPU or when CUDA cannot say. */
+    private static long freeDeviceMemory(Device device) {
+        if (!device.isGpu()) {
+            return -1;
+        }
+        try {
+            MemoryUsage usage = CudaUtils.getGpuMemory(device);
+            return usage.getMax() - usage.getUsed();
+        } catch (RuntimeException e) {
+            return -1;
         }
     }
 

@@ -2,9 +2,12 @@ package io.github.djlamp.examples;
 
 import ai.djl.basicdataset.cv.classification.Cifar10;
 import ai.djl.basicdataset.cv.classification.FashionMnist;
+import ai.djl.modality.cv.transform.Resize;
+import ai.djl.modality.cv.transform.ToTensor;
 import ai.djl.ndarray.NDManager;
 import ai.djl.training.dataset.Dataset;
 import ai.djl.training.util.ProgressBar;
+import ai.djl.translate.Pipeline;
 import ai.djl.util.Utils;
 import io.github.djlamp.examples.data.FashionMnistData;
 import java.io.IOException;
@@ -37,6 +40,15 @@ public enum DemoDataset {
         return cliName;
     }
 
+    /**
+     * Returns the side of the dataset's own images.
+     *
+     * @return 28 for Fashion-MNIST, 32 for CIFAR-10
+     */
+    public int imageSize() {
+        return this == CIFAR10 ? Cifar10.IMAGE_HEIGHT : FashionMnist.IMAGE_HEIGHT;
+    }
+
     /** {@inheritDoc} */
     @Override
     public String toString() {
@@ -48,6 +60,7 @@ public enum DemoDataset {
      *
      * @param manager the manager the data lives on
      * @param batchSize the batch size
+     * @param imageSize the image side to resize to (bilinear), or the dataset's own to keep them
      * @param trainLimit the most training images to use, or 0 for all
      * @param testLimit the most test images to use, or 0 for all
      * @param dataDir a folder holding the full Fashion-MNIST, or null to search for it
@@ -59,6 +72,7 @@ public enum DemoDataset {
     public DemoData load(
             NDManager manager,
             int batchSize,
+            int imageSize,
             long trainLimit,
             long testLimit,
             Path dataDir,
@@ -75,6 +89,7 @@ public enum DemoDataset {
                         FashionMnistData.subset(workDir),
                         manager,
                         batchSize,
+                        pipeline(imageSize, FashionMnist.IMAGE_HEIGHT),
                         trainLimit,
                         testLimit);
             case FASHION_MNIST:
@@ -82,10 +97,16 @@ public enum DemoDataset {
                         FashionMnistData.find(dataDir, workDir),
                         manager,
                         batchSize,
+                        pipeline(imageSize, FashionMnist.IMAGE_HEIGHT),
                         trainLimit,
                         testLimit);
             case CIFAR10:
-                return cifar10(manager, batchSize, trainLimit, testLimit);
+                return cifar10(
+                        manager,
+                        batchSize,
+                        pipeline(imageSize, Cifar10.IMAGE_HEIGHT),
+                        trainLimit,
+                        testLimit);
             default:
                 throw new AssertionError(this);
         }
@@ -95,13 +116,18 @@ public enum DemoDataset {
             FashionMnistData source,
             NDManager manager,
             int batchSize,
+            Pipeline pipeline,
             long trainLimit,
             long testLimit)
             throws IOException {
         FashionMnist.Builder train =
-                source.builder(Dataset.Usage.TRAIN, batchSize).optManager(manager);
+                source.builder(Dataset.Usage.TRAIN, batchSize)
+                        .optManager(manager)
+                        .optPipeline(pipeline);
         FashionMnist.Builder test =
-                source.builder(Dataset.Usage.TEST, batchSize).optManager(manager);
+                source.builder(Dataset.Usage.TEST, batchSize)
+                        .optManager(manager)
+                        .optPipeline(pipeline);
         if (trainLimit > 0) {
             train.optLimit(trainLimit);
         }
@@ -111,25 +137,38 @@ public enum DemoDataset {
         return new DemoData(source.prepare(train), source.prepare(test), 1, 10, source.toString());
     }
 
+    /**
+     * The images' pipeline: DJL's default {@link ToTensor} (HWC bytes to CHW floats in [0, 1]),
+     * after a bilinear {@link Resize} of each batch when the size differs from the dataset's.
+     */
+    static Pipeline pipeline(int imageSize, int nativeSize) {
+        return imageSize == nativeSize
+                ? new Pipeline(new ToTensor())
+                : new Pipeline(new Resize(imageSize), new ToTensor());
+    }
+
     private static DemoData cifar10(
-            NDManager manager, int batchSize, long trainLimit, long testLimit) throws IOException {
+            NDManager manager, int batchSize, Pipeline pipeline, long trainLimit, long testLimit)
+            throws IOException {
         if (Utils.isOfflineMode()) {
             throw new IOException(
                     "CIFAR-10 comes from DJL's repository, which needs the network, and DJL runs"
                             + " offline (ai.djl.offline=true): run online with"
                             + " -Dai.djl.offline=false, or use --dataset fashion-mnist-subset");
         }
-        Cifar10 train = cifar10(Dataset.Usage.TRAIN, manager, batchSize, trainLimit);
-        Cifar10 test = cifar10(Dataset.Usage.TEST, manager, batchSize, testLimit);
+        Cifar10 train = cifar10(Dataset.Usage.TRAIN, manager, batchSize, pipeline, trainLimit);
+        Cifar10 test = cifar10(Dataset.Usage.TEST, manager, batchSize, pipeline, testLimit);
         return new DemoData(train, test, 3, 10, "CIFAR-10 from DJL's repository");
     }
 
     private static Cifar10 cifar10(
-            Dataset.Usage usage, NDManager manager, int batchSize, long limit) throws IOException {
+            Dataset.Usage usage, NDManager manager, int batchSize, Pipeline pipeline, long limit)
+            throws IOException {
         Cifar10.Builder builder =
                 Cifar10.builder()
                         .optUsage(usage)
                         .optManager(manager)
+                        .optPipeline(pipeline)
                         .setSampling(batchSize, usage == Dataset.Usage.TRAIN);
         if (limit > 0) {
             builder.optLimit(limit);

@@ -51,15 +51,30 @@ public enum DemoModel {
     }
 
     /**
-     * Builds a new, uninitialized network.
+     * Builds a new, uninitialized network for images of up to 32 pixels.
      *
      * @param channels the image channels (1 for Fashion-MNIST, 3 for CIFAR-10)
      * @param classes the number of classes
      * @return the block
      */
     public Block build(int channels, int classes) {
+        return build(channels, classes, layoutHeight);
+    }
+
+    /**
+     * Builds a new, uninitialized network for images of a given side. ResNet-20 keeps its CIFAR
+     * layout at any size; ResNet-18 and ResNet-50 get DJL's ImageNet stem (7x7 convolution of
+     * stride 2 and a max pool) above 32 pixels, as for ImageNet's 224x224, and the 3x3 stem below.
+     *
+     * @param channels the image channels (1 for Fashion-MNIST, 3 for CIFAR-10)
+     * @param classes the number of classes
+     * @param imageSize the image side in pixels
+     * @return the block
+     */
+    public Block build(int channels, int classes, int imageSize) {
+        int height = this == RESNET20 ? layoutHeight : Math.max(layoutHeight, imageSize);
         return ResNetV1.builder()
-                .setImageShape(new Shape(channels, layoutHeight, layoutHeight))
+                .setImageShape(new Shape(channels, height, height))
                 .setNumLayers(layers)
                 .setOutSize(classes)
                 .build();

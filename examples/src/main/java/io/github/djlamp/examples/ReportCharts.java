@@ -373,8 +373,14 @@ public final class ReportCharts {
     }
 
     private static Path save(Chart<?, ?> chart, Path file) throws IOException {
+        boolean saved = false;
         try (OutputStream out = Files.newOutputStream(file)) {
             BitmapEncoder.saveBitmap(chart, out, BitmapEncoder.BitmapFormat.PNG);
+            saved = true;
+        } finally {
+            if (!saved) {
+                Files.deleteIfExists(file); // no half-drawn PNG
+            }
         }
         return file;
     }

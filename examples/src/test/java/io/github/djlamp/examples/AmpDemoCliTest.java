@@ -112,6 +112,7 @@ class AmpDemoCliTest {
         assertOneLineError(execute("--epochs", "zero"), 2, "--epochs", "zero");
         assertOneLineError(execute("--epochs", "0"), 2, "--epochs must be 1 or more");
         assertOneLineError(execute("--batch-size", "-3"), 2, "--batch-size");
+        assertOneLineError(execute("--image-size", "4"), 2, "--image-size", "between 8 and 1024");
         assertOneLineError(execute("--bogus"), 2, "--bogus");
         assertOneLineError(
                 execute("--dataset", "cifar10", "--data-dir", "x"), 2, "--data-dir", "cifar10");

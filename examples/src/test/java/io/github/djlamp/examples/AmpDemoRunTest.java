@@ -58,7 +58,72 @@ class AmpDemoRunTest {
                         .getAsJsonObject();
         assertEquals(2, json.getAsJsonArray("runs").size());
         assertEquals("resnet20", json.getAsJsonObject("settings").get("model").getAsString());
+        assertEquals(28, json.getAsJsonObject("settings").get("imageSize").getAsInt());
         assertEquals(2, Files.readAllLines(out.resolve(ReportFiles.RUNS_CSV)).size() - 1);
+    }
+
+    @Test
+    void aJvmThatCannotDrawStillWritesTheNumbersAndSucceeds(@TempDir Path out) throws Exception {
+        ByteArrayOutputStream stdout = new ByteArrayOutputStream();
+        ChartWriter noFonts =
+                (report, subtitle, dir) -> {
+                    // what AWT throws on a headless server without font libraries
+                    throw new UnsatisfiedLinkError(
+                            "libharfbuzz.so.0: cannot open shared object file");
+                };
+        int code =
+                AmpDemo.commandLine(
+                                new AmpDemo(
+                                        new PrintStream(stdout, true, StandardCharsets.UTF_8),
+                                        noFonts))
+                        .execute(
+                                "--precision", "fp32",
+                                "--train-limit", "64",
+                                "--test-limit", "32",
+                                "--epochs", "1",
+                                "--batch-size", "32",
+                                "--warmup", "0",
+                                "--out", out.toString());
+        String printed = stdout.toString(StandardCharsets.UTF_8);
+        assertEquals(0, code, printed);
+        assertTrue(printed.contains("Warning: the charts were not drawn"), printed);
+        assertTrue(printed.contains("libharfbuzz"), printed);
+        for (String name :
+                List.of(ReportFiles.STEPS_CSV, ReportFiles.RUNS_CSV, ReportFiles.REPORT_JSON)) {
+            assertTrue(Files.size(out.resolve(name)) > 0, name);
+        }
+        assertEquals(1 + 64 / 32, Files.readAllLines(out.resolve(ReportFiles.STEPS_CSV)).size());
+        assertTrue(Files.notExists(out.resolve(ReportCharts.LOSS_PNG)));
+        assertTrue(printed.contains("Output folder: " + out.toAbsolutePath()), printed);
+    }
+
+    @Test
+    void imagesAreResizedToTheImageSizeAndTheModelTakesThem(@TempDir Path out) throws Exception {
+        ByteArrayOutputStream stdout = new ByteArrayOutputStream();
+        int code =
+                AmpDemo.commandLine(
+                                new AmpDemo(new PrintStream(stdout, true, StandardCharsets.UTF_8)))
+                        .execute(
+                                "--model", "resnet18",
+                                "--image-size", "40",
+                                "--precision", "fp32",
+                                "--train-limit", "32",
+                                "--test-limit", "16",
+                                "--epochs", "1",
+                                "--batch-size", "16",
+                                "--warmup", "0",
+                                "--out", out.toString());
+        String printed = stdout.toString(StandardCharsets.UTF_8);
+        assertEquals(0, code, printed);
+        assertTrue(printed.contains("ResNet-18 on fashion-mnist-subset at 40x40"), printed);
+        assertTrue(
+                printed.contains("Workload: ResNet-18 on 40x40 images (resized from 28x28)"),
+                printed);
+        JsonObject settings =
+                JsonParser.parseString(Files.readString(out.resolve(ReportFiles.REPORT_JSON)))
+                        .getAsJsonObject()
+                        .getAsJsonObject("settings");
+        assertEquals(40, settings.get("imageSize").getAsInt());
     }
 
     @Test

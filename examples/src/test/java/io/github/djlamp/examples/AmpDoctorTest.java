@@ -152,4 +152,65 @@ class AmpDoctorTest {
             assertTrue(policy.getMessage().contains("fp8"), policy.getMessage());
         }
     }
+
+    @Test
+    void eachRunStartsFromReleasedMemoryAndMeasuresItsStepsAfterReleasingAgain() throws Exception {
+        List<String> events = new java.util.ArrayList<>();
+        try (NDManager manager = NDManager.newBaseManager()) {
+            TinyDoctor.builder(manager, 1, "float32", "mixed_bfloat16")
+                    .optMemoryProbe(device -> new RecordingProbe(events))
+                    .build()
+                    .run();
+        }
+        String trace = String.join(" ", events);
+        int steps = TinyDoctor.SAMPLES / TinyDoctor.BATCH;
+        String run =
+                "new release"
+                        + " start end".repeat(steps)
+                        + " start" // the loop reads the clock before it learns there is no batch
+                        + " release start end".repeat(AmpDoctor.MEMORY_STEPS);
+        assertEquals(run + " " + run, trace);
+    }
+
+    /**
+     * A probe that records the doctor's calls, as a CUDA probe would empty its cache on release.
+     */
+    private static final class RecordingProbe implements io.github.djlamp.amp.doctor.MemoryProbe {
+        private final List<String> events;
+
+        RecordingProbe(List<String> events) {
+            this.events = events;
+            events.add("new");
+        }
+
+        @Override
+        public void release() {
+            events.add("release");
+        }
+
+        @Override
+        public void stepStarted() {
+            events.add("start");
+        }
+
+        @Override
+        public void stepEnded() {
+            events.add("end");
+        }
+
+        @Override
+        public long getPeakBytes() {
+            return -1;
+        }
+
+        @Override
+        public long getLastStepGrowthBytes() {
+            return -1;
+        }
+
+        @Override
+        public String describe() {
+            return "recorded";
+        }
+    }
 }

@@ -22,6 +22,7 @@ import java.util.Iterator;
 import java.util.List;
 import java.util.Objects;
 import java.util.Set;
+import java.util.function.Function;
 import java.util.function.Supplier;
 
 /**
@@ -51,8 +52,10 @@ import java.util.function.Supplier;
  * ai.djl.training.evaluator.Accuracy}. The first steps of a run (the warm-up) are left out of its
  * throughput.
  *
- * <p>The runs share the JVM, one after another: the engine's memory pools and the JIT carry over
- * from one to the next, so the peak memory of later runs includes what earlier runs left behind.
+ * <p>The runs share the JVM, one after another. Before each run the probe hands memory the
+ * allocators keep cached back (glibc's {@code malloc_trim} on a CPU, libtorch's {@code emptyCache}
+ * on a CUDA GPU), so a run's memory is its own; the JIT and the engine's other state still carry
+ * over from one run to the next.
  */
 public final class AmpDoctor {
 
@@ -78,6 +81,7 @@ public final class AmpDoctor {
     private final String modelName;
     private final LossScaling lossScaling;
     private final Shape inputShape;
+    private final Function<Device, MemoryProbe> memoryProbes;
 
     private AmpDoctor(Builder builder, Shape inputShape) {
         this.modelFactory = builder.modelFactory;
@@ -93,6 +97,7 @@ public final class AmpDoctor {
         this.modelName = builder.modelName;
         this.lossScaling = builder.lossScaling;
         this.inputShape = inputShape;
+        this.memoryProbes = builder.memoryProbes;
     }
 
     /**
@@ -171,6 +176,13 @@ public final class AmpDoctor {
         return inputShape;
     }
 
+    /** Returns a new probe for a run on a device of an engine. */
+    MemoryProbe newMemoryProbe(Device device, String engine) {
+        return memoryProbes == null
+                ? MemoryProbe.forDevice(device, engine)
+                : memoryProbes.apply(device);
+    }
+
     /**
      * Returns the policies this doctor compares, in order.
      *
@@ -205,6 +217,7 @@ public final class AmpDoctor {
         private String modelName = "amp-doctor";
         private LossScaling lossScaling;
         private Shape inputShape;
+        private Function<Device, MemoryProbe> memoryProbes;
 
         Builder() {}
 
@@ -354,6 +367,21 @@ public final class AmpDoctor {
          */
         public Builder optInputShape(Shape inputShape) {
             this.inputShape = inputShape;
+            return this;
+        }
+
+        /**
+         * Sets what measures the memory of each run: called once per run with the training device,
+         * it returns a new probe (default: {@link MemoryProbe#forDevice(Device, String)}, the
+         * process's resident set on a Linux CPU, the device memory on a CUDA GPU). The doctor calls
+         * the probe's {@link MemoryProbe#release()} before each run and before each step measured
+         * for its memory.
+         *
+         * @param memoryProbes returns a new probe for a device, or null for the default
+         * @return this builder
+         */
+        public Builder optMemoryProbe(Function<Device, MemoryProbe> memoryProbes) {
+            this.memoryProbes = memoryProbes;
             return this;
         }
 

@@ -120,7 +120,12 @@ public final class DoctorReport {
         rows.add(row("speedup", r -> format("%.2fx", speedup(r))));
         rows.add(row("median step, ms", r -> format("%.1f", r.getMedianStepMillis())));
         rows.add(row("peak memory of a step, MiB", r -> mib(r.getStepMemoryBytes())));
-        rows.add(row("peak process memory, MiB", r -> mib(r.getPeakMemoryBytes())));
+        rows.add(
+                row(
+                        device != null && device.isGpu()
+                                ? "peak device memory, MiB"
+                                : "peak process memory, MiB",
+                        r -> mib(r.getPeakMemoryBytes())));
         rows.add(
                 row(
                         "final test accuracy",

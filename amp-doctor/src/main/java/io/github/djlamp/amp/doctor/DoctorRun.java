@@ -90,7 +90,8 @@ final class DoctorRun {
                                     + ", loss scaling "
                                     + result.lossScaling);
                 }
-                MemoryProbe probe = MemoryProbe.forDevice(trainer.getDevices()[0]);
+                MemoryProbe probe =
+                        doctor.newMemoryProbe(trainer.getDevices()[0], engine.getEngineName());
                 probe.release();
                 long start = System.nanoTime();
                 train(trainer, recorder, scaler, probe, result);

@@ -6,9 +6,10 @@ import ai.djl.Device;
  * Measures the memory of training steps, bracketing each step with {@link #stepStarted()} and
  * {@link #stepEnded()}.
  *
- * <p>{@link #forDevice(Device)} picks the probe: on a CPU under Linux the process's resident set
- * (with the kernel's high-water mark reset before each step where the kernel allows it), on a CUDA
- * GPU the device memory in use, elsewhere none.
+ * <p>{@link #forDevice(Device, String)} picks the probe: on a CPU under Linux the process's
+ * resident set (with the kernel's high-water mark reset before each step where the kernel allows
+ * it), on a CUDA GPU the device memory in use (with libtorch's caching allocator emptied by {@link
+ * #release()} under DJL's PyTorch engine), elsewhere none.
  */
 public interface MemoryProbe {
 
@@ -50,14 +51,26 @@ public interface MemoryProbe {
     String describe();
 
     /**
-     * Returns the probe for a device.
+     * Returns the probe for a device, assuming DJL's PyTorch engine.
      *
      * @param device the device the training runs on
      * @return a new probe
      */
     static MemoryProbe forDevice(Device device) {
+        return forDevice(device, LibtorchCudaCache.ENGINE_NAME);
+    }
+
+    /**
+     * Returns the probe for a device and engine.
+     *
+     * @param device the device the training runs on
+     * @param engineName the DJL engine, e.g. {@code PyTorch}: on a GPU, which caching allocator
+     *     {@link #release()} can empty
+     * @return a new probe
+     */
+    static MemoryProbe forDevice(Device device, String engineName) {
         if (device.isGpu()) {
-            return new CudaMemoryProbe(device);
+            return CudaMemoryProbe.of(device, engineName);
         }
         if (Device.Type.CPU.equals(device.getDeviceType()) && ProcessMemoryProbe.isSupported()) {
             return new ProcessMemoryProbe();

@@ -214,10 +214,12 @@ public final class RunResult {
      * Returns the peak memory of a training step: what a step adds at its peak (activations,
      * gradients, casts, temporaries) to the memory in use before it. Measured on {@value
      * AmpDoctor#MEMORY_STEPS} extra steps after the evaluation, each started after freed native
-     * memory was handed back, so that memory cached by earlier steps or runs does not hide it; the
+     * memory was handed back (glibc's {@code malloc_trim} on a CPU, libtorch's CUDA {@code
+     * emptyCache} on a GPU), so that memory cached by earlier steps or runs does not hide it; the
      * largest of them.
      *
-     * @return bytes, or -1 when not measured (on GPUs the caching allocator hides it)
+     * @return bytes, or -1 when not measured (on a GPU: when the engine's caching allocator could
+     *     not be emptied before the step)
      */
     public long getStepMemoryBytes() {
         return stepMemoryBytes;

@@ -2,15 +2,18 @@ package io.github.djlamp.examples.data;
 
 import ai.djl.repository.Repository;
 import ai.djl.util.JsonUtils;
-import java.io.BufferedInputStream;
 import java.io.EOFException;
 import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.io.InputStream;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
+import java.nio.file.StandardOpenOption;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.util.ArrayList;
@@ -31,10 +34,11 @@ import java.util.zip.ZipException;
  * folders). DJL copies and gunzips the files into its cache on {@code prepare}, with its usual
  * download code, checking each file's SHA-1.
  *
- * <p>Before it first writes the metadata for some content, it reads every file through: DJL checks
- * neither that a file holds as many records as its header says nor that labels are 0-9, and a short
- * image file otherwise fails deep inside DJL ("The NDArray size is ..., but buffer size is ...")
- * or, if the labels are the short ones, trains on misaligned pairs.
+ * <p>Before it first writes the metadata for some content, it checks every file cheaply (IDX
+ * header, gzip trailer, label values; see {@link #checkFolder(Path)}): DJL checks neither that a
+ * file holds as many records as its header says nor that labels are 0-9, and a short image file
+ * otherwise fails deep inside DJL ("The NDArray size is ..., but buffer size is ...") or, if the
+ * labels are the short ones, trains on misaligned pairs.
  *
  * <p>One difference from DJL's own metadata: DJL's cache folder is keyed by group, artifact,
  * version and artifact <em>name</em> only, not by repository, so every Fashion-MNIST source would
@@ -92,13 +96,14 @@ public final class LocalFashionMnistRepository {
     }
 
     /**
-     * Checks a folder: the four files are there, are gzip IDX files with the right headers, hold as
-     * many records as their headers say, images and labels agree in number, and labels are 0-9.
-     * This reads every file through (a fraction of a second for the full set).
+     * Checks a folder: the four files are there, are gzip IDX files with the right headers, the
+     * uncompressed size in each gzip trailer is what the header declares, images and labels agree
+     * in number, and labels are 0-9. Image files are not read through: a few milliseconds for the
+     * full set.
      *
      * @param dataDir the folder
      * @throws FileNotFoundException if the folder or a file is missing; the message names them
-     * @throws IOException if a file is damaged; the message names it and says how
+     * @throws IOException if a file is damaged; the message names it and says how to replace it
      */
     public static void checkFolder(Path dataDir) throws IOException {
         checkPresent(dataDir);
@@ -234,35 +239,66 @@ public final class LocalFashionMnistRepository {
         }
     }
 
-    /** Reads a whole file; returns its record count after checking the body against it. */
+    /**
+     * Checks a file cheaply, without reading it through: its IDX header (from the first bytes
+     * gunzipped) and the uncompressed size its gzip trailer records (the last 4 bytes, modulo
+     * 2^32), which must be the header plus the records it declares. A file cut short or holding
+     * records missing from its header fails here; label files, small, are also read for values
+     * outside 0-9. Returns the record count.
+     */
     private static int checkFile(Path dir, FashionMnistFile file) throws IOException {
         Path path = file.in(dir);
-        try (InputStream in =
-                new GZIPInputStream(new BufferedInputStream(Files.newInputStream(path)), 1 << 16)) {
-            int count = file.readHeader(in);
-            long want = (long) count * file.recordBytes();
-            long have = 0;
-            byte[] buffer = new byte[1 << 16];
-            for (int n = in.read(buffer); n >= 0; n = in.read(buffer)) {
-                for (int i = 0; i < n && !file.isImages(); i++) {
-                    if ((buffer[i] & 0xff) > 9) {
-                        throw new IOException(
-                                path + ": label " + (buffer[i] & 0xff) + " at " + (have + i));
-                    }
-                }
-                have += n;
+        int count;
+        try (InputStream in = new GZIPInputStream(Files.newInputStream(path))) {
+            count = file.readHeader(in);
+            if (!file.isImages()) {
+                checkLabels(path, in.readAllBytes());
             }
-            if (have != want) {
-                throw new IOException(
-                        String.format(
-                                "%s is damaged: its header declares %d records (%d bytes) but it"
-                                        + " holds %d bytes (%d whole records)",
-                                path, count, want, have, have / file.recordBytes()));
-            }
-            return count;
         } catch (ZipException | EOFException e) {
-            throw new IOException(path + " is not a complete gzip file: " + e.getMessage(), e);
+            throw damaged(path, "it is not a complete gzip file (" + e.getMessage() + ")");
         }
+        long want = file.headerBytes() + (long) count * file.recordBytes();
+        long recorded = gzipTrailerSize(path);
+        if (recorded != (want & 0xffffffffL)) {
+            throw damaged(
+                    path,
+                    String.format(
+                            "its header declares %d records (%d bytes uncompressed) but its gzip"
+                                    + " trailer records %d bytes",
+                            count, want, recorded));
+        }
+        return count;
+    }
+
+    private static void checkLabels(Path path, byte[] labels) throws IOException {
+        for (int i = 0; i < labels.length; i++) {
+            if ((labels[i] & 0xff) > 9) {
+                throw damaged(path, "label " + (labels[i] & 0xff) + " at " + i);
+            }
+        }
+    }
+
+    /** The uncompressed size a gzip file's trailer records: its last 4 bytes, little-endian. */
+    private static long gzipTrailerSize(Path path) throws IOException {
+        try (FileChannel channel = FileChannel.open(path, StandardOpenOption.READ)) {
+            if (channel.size() < 18) {
+                throw damaged(path, "it is too short to be a gzip file");
+            }
+            ByteBuffer trailer = ByteBuffer.allocate(4).order(ByteOrder.LITTLE_ENDIAN);
+            channel.read(trailer, channel.size() - 4);
+            return trailer.getInt(0) & 0xffffffffL;
+        }
+    }
+
+    private static IOException damaged(Path path, String why) {
+        return new IOException(
+                path
+                        + " is damaged: "
+                        + why
+                        + ". Replace it with an intact copy (the original Fashion-MNIST"
+                        + " distribution), or point -D"
+                        + FashionMnistData.DATA_DIR_PROPERTY
+                        + "=DIR at a folder that holds one");
     }
 
     private static String sha1(Path file) throws IOException {

@@ -148,8 +148,10 @@ class LocalFashionMnistRepositoryTest {
                         () -> LocalFashionMnistRepository.create(data, work.resolve("w")));
         String message = e.getMessage();
         assertTrue(message.contains(images.toAbsolutePath().toString()), message);
+        assertTrue(message.contains("is damaged"), message);
         assertTrue(message.contains("declares 3 records"), message);
-        assertTrue(message.contains("(2 whole records)"), message);
+        assertTrue(message.contains("trailer records " + (16 + 2 * 784) + " bytes"), message);
+        assertTrue(message.contains("-Ddjlamp.data.dir"), message);
         assertTrue(noMetadata(work.resolve("w")), "metadata written for a damaged folder");
 
         Path labels = work.resolve("labels");
@@ -159,6 +161,24 @@ class LocalFashionMnistRepositoryTest {
         Idx.writeRaw(FashionMnistFile.TEST_LABELS.in(labels), raw2);
         e = assertThrows(IOException.class, () -> LocalFashionMnistRepository.checkFolder(labels));
         assertTrue(e.getMessage().contains("label 10 at 1"), e.getMessage());
+    }
+
+    @Test
+    void rejectsAGzipFileCutShortWithoutReadingItThrough() throws IOException {
+        Path data = work.resolve("cut");
+        Idx.writeRandom(data, 40, 9);
+        Path images = FashionMnistFile.TRAIN_IMAGES.in(data);
+        byte[] gz = Files.readAllBytes(images);
+        Files.write(images, java.util.Arrays.copyOf(gz, gz.length / 2));
+        IOException e =
+                assertThrows(
+                        IOException.class,
+                        () -> LocalFashionMnistRepository.create(data, work.resolve("w")));
+        String message = e.getMessage();
+        assertTrue(message.contains(images.toAbsolutePath().toString()), message);
+        assertTrue(message.contains("is damaged"), message);
+        assertTrue(message.contains("Replace it with an intact copy"), message);
+        assertTrue(noMetadata(work.resolve("w")), "metadata written for a damaged folder");
     }
 
     private static boolean noMetadata(Path dir) throws IOException {
