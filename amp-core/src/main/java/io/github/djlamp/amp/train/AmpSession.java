@@ -83,6 +83,7 @@ public final class AmpSession implements AutoCloseable {
     private NDManager sessionManager;
     private NDArray lossHealth;
     private int fixedScaleOverflowRun;
+    private boolean scaledThisStep;
     private Verdict verdict = Verdict.UNCHECKED;
 
     private enum Verdict {
@@ -306,6 +307,7 @@ public final class AmpSession implements AutoCloseable {
         NDArray detached = loss.stopGradient();
         NDArray scaledDifference = scaler.scale(loss.sub(detached));
         NDArray scaled = scaledDifference.add(detached);
+        scaledThisStep = true;
         scaled.setName(SCALED_LOSS_NAME);
         // x - x is 0 for a finite loss and NaN otherwise: remembered on the device, no host read
         NDArray health = detached.sub(detached).sum().toType(DataType.FLOAT32, false);
@@ -321,6 +323,12 @@ public final class AmpSession implements AutoCloseable {
      */
     public void unscaleGradients() {
         requireAttached();
+        if (scaling.isEnabled() && !scaledThisStep) {
+            throw new AmpException(
+                    "No loss was scaled for this step's backward, so there is nothing to unscale:"
+                            + " pass trainer.getLoss().evaluate(...) (or amp.scale(loss) of a Loss"
+                            + " of your own) to backward before amp.step()");
+        }
         try (NDManager stepManager = trainer.getManager().newSubManager()) {
             unscaleAndCheck(stepManager);
         }
@@ -342,6 +350,7 @@ public final class AmpSession implements AutoCloseable {
         }
         trainer.step();
         update();
+        verdict = Verdict.UNCHECKED; // the next step() checks its own gradients
     }
 
     /**
@@ -433,6 +442,7 @@ public final class AmpSession implements AutoCloseable {
     void update() {
         requireAttached();
         boolean skipped = verdict == Verdict.SKIP;
+        scaledThisStep = false;
         if (!skipped) {
             fixedScaleOverflowRun = 0;
         }

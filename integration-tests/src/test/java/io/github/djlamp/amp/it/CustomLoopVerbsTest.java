@@ -115,6 +115,36 @@ class CustomLoopVerbsTest {
     }
 
     @Test
+    void aStepWhoseLossWasNeverScaledIsRefused() {
+        Engine.getInstance().setRandomSeed(9);
+        try (Model model = Model.newInstance("verbs-unscaled", "PyTorch")) {
+            MixedPrecisionBlock block = Amp.wrap(new RealProgramsRig.Mlp().block, "float32");
+            model.setBlock(block);
+            try (Trainer trainer =
+                            model.newTrainer(
+                                    Amp.configure(
+                                            RealProgramsRig.sgd(0.1f),
+                                            block,
+                                            LossScaling.dynamic()));
+                    NDManager data = trainer.getManager().newSubManager()) {
+                trainer.initialize(new Shape(ToyTask.BATCH, ToyTask.FEATURES));
+                AmpSession amp = AmpSession.of(trainer);
+                ToyTask task = new ToyTask(data);
+                RealProgramsRig.customStep(trainer, amp, task, 0);
+                try (GradientCollector collector = trainer.newGradientCollector()) {
+                    collector.backward(
+                            ai.djl.training.loss.Loss.softmaxCrossEntropyLoss()
+                                    .evaluate(
+                                            new NDList(task.y.get(task.rows(1))),
+                                            trainer.forward(new NDList(task.x.get(task.rows(1))))));
+                }
+                AmpException e = assertThrows(AmpException.class, amp::step);
+                assertTrue(e.getMessage().contains("amp.scale(loss)"), e.getMessage());
+            }
+        }
+    }
+
+    @Test
     void aBf16CustomLoopIsPlainDjl() {
         Engine.getInstance().setRandomSeed(10);
         try (Model model = Model.newInstance("bf16-loop", "PyTorch")) {
