@@ -76,7 +76,10 @@ public final class Amp {
     }
 
     /**
-     * Adds mixed precision to a training configuration with explicit options.
+     * Adds mixed precision to a training configuration with explicit options. DJL's {@code
+     * DivergenceCheckTrainingListener} among the configuration's listeners is replaced by an {@link
+     * io.github.djlamp.amp.train.AmpDivergenceCheckTrainingListener}, so a step djl-amp skipped
+     * does not read as divergence. The result drives one open trainer at a time.
      *
      * @param config the user's training configuration
      * @param wrappedBlock the block returned by {@link #wrap}, set on the model

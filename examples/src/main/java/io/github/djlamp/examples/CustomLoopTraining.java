@@ -96,23 +96,24 @@ public final class CustomLoopTraining {
                     Outcome outcome = new Outcome();
                     ProgressBar bar = new ProgressBar("Training", (train.size() + 63) / 64);
                     for (Batch batch : trainer.iterateDataset(train)) {
-                        NDArray lossValue;
+                        float lossValue;
                         try (GradientCollector collector = trainer.newGradientCollector()) {
                             NDList predictions = trainer.forward(batch.getData());
-                            lossValue = loss.evaluate(batch.getLabels(), predictions);
-                            // 1. backward sees the loss times the loss scale
-                            collector.backward(amp.scale(lossValue));
+                            // 1. the trainer's loss is scaled for backward; its value is the
+                            //    true loss, to log as it is
+                            NDArray scaledLoss =
+                                    trainer.getLoss().evaluate(batch.getLabels(), predictions);
+                            collector.backward(scaledLoss);
+                            lossValue = scaledLoss.getFloat();
                         }
-                        // 2. unscale the gradients in place and check them for Inf/NaN
-                        boolean overflow = amp.unscaleAndCheck(batch.getManager());
-                        // 3. the optimizer step; djl-amp's optimizer skips it on overflow
-                        trainer.step();
-                        // 4. move the scale: back off after an overflow, grow after clean steps
-                        amp.update();
+                        // 2. unscale and check the gradients, step (skipped on Inf/NaN, gradients
+                        //    cleared), move the scale
+                        long skippedBefore = amp.getScaler().getSkippedSteps();
+                        amp.step();
 
                         outcome.steps++;
-                        outcome.lastLoss = lossValue.getFloat();
-                        if (overflow) {
+                        outcome.lastLoss = lossValue;
+                        if (amp.getScaler().getSkippedSteps() > skippedBefore) {
                             outcome.overflows++;
                         }
                         bar.update(outcome.steps - 1, "loss " + outcome.lastLoss);

@@ -245,12 +245,13 @@ public final class LossScaler implements AutoCloseable {
                     "update() before unscaleAndCheck(...): check the step's gradients first");
         }
         try {
+            // counted first: a step that throws (collapse) still counts as taken and skipped
+            steps++;
             if (config.getMode() == LossScaling.Mode.DYNAMIC) {
                 updateDynamic();
             } else if (overflow) {
                 skippedSteps++;
             }
-            steps++;
         } finally {
             phase = Phase.READY;
             lossesThisStep.clear();

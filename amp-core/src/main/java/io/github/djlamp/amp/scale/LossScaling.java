@@ -39,6 +39,18 @@ public final class LossScaling {
     /** The default ceiling of the scale, 2^24: the scale never grows past it. */
     public static final float DEFAULT_MAX_SCALE = 16777216f;
 
+    /**
+     * The smallest scale accepted, 2^-24 (fp16's smallest subnormal): below it every scaled
+     * gradient underflows to zero.
+     */
+    public static final float MIN_ALLOWED_SCALE = 0x1p-24f;
+
+    /**
+     * The largest scale accepted, 2^40: above it even fp32 gradients of ordinary losses overflow,
+     * so every step would be skipped.
+     */
+    public static final float MAX_ALLOWED_SCALE = 0x1p40f;
+
     private static final LossScaling NONE = new LossScaling(new Builder(Mode.NONE));
 
     private final Mode mode;
@@ -94,9 +106,9 @@ public final class LossScaling {
      * Returns a constant scale: the loss is multiplied by {@code scale}, gradients divided by it,
      * and steps with non-finite gradients skipped.
      *
-     * @param scale the constant scale, finite and positive
+     * @param scale the constant scale, within [2^-24, 2^40]
      * @return static loss scaling
-     * @throws IllegalArgumentException when {@code scale} is not finite and positive
+     * @throws IllegalArgumentException when {@code scale} lies outside [2^-24, 2^40]
      */
     public static LossScaling fixed(float scale) {
         Builder builder = new Builder(Mode.STATIC);
@@ -269,18 +281,12 @@ public final class LossScaling {
         /**
          * Sets the scale of the first step (GradScaler's {@code init_scale}).
          *
-         * @param scale finite and positive
+         * @param scale within [2^-24, 2^40]
          * @return this builder
          * @throws IllegalArgumentException otherwise
          */
         public Builder initScale(float scale) {
-            if (!(scale > 0) || Float.isInfinite(scale)) {
-                throw new IllegalArgumentException(
-                        "initScale must be finite and > 0, got "
-                                + scale
-                                + "; GradScaler's default is 65536 (2^16)");
-            }
-            initScale = scale;
+            initScale = checkRange("initScale", scale, "GradScaler's default is 65536 (2^16)");
             return this;
         }
 
@@ -361,35 +367,42 @@ public final class LossScaling {
         /**
          * Sets the floor of the scale.
          *
-         * @param scale finite and > 0
+         * @param scale within [2^-24, 2^40]
          * @return this builder
          * @throws IllegalArgumentException otherwise
          */
         public Builder minScale(float scale) {
-            if (!(scale > 0) || Float.isInfinite(scale)) {
-                throw new IllegalArgumentException(
-                        "minScale must be finite and > 0, got " + scale + "; the default is 1");
-            }
-            minScale = scale;
+            minScale = checkRange("minScale", scale, "the default is 1");
             return this;
         }
 
         /**
          * Sets the ceiling of the scale.
          *
-         * @param scale finite and > 0
+         * @param scale within [2^-24, 2^40]
          * @return this builder
          * @throws IllegalArgumentException otherwise
          */
         public Builder maxScale(float scale) {
-            if (!(scale > 0) || Float.isInfinite(scale)) {
-                throw new IllegalArgumentException(
-                        "maxScale must be finite and > 0, got "
-                                + scale
-                                + "; the default is 16777216 (2^24)");
-            }
-            maxScale = scale;
+            maxScale = checkRange("maxScale", scale, "the default is 16777216 (2^24)");
             return this;
+        }
+
+        private static float checkRange(String setting, float scale, String hint) {
+            if (!(scale >= MIN_ALLOWED_SCALE && scale <= MAX_ALLOWED_SCALE)) {
+                throw new IllegalArgumentException(
+                        setting
+                                + " must lie within [2^-24, 2^40] = ["
+                                + MIN_ALLOWED_SCALE
+                                + ", "
+                                + MAX_ALLOWED_SCALE
+                                + "], got "
+                                + scale
+                                + " (below, every scaled gradient underflows to zero; above,"
+                                + " every step overflows and is skipped); "
+                                + hint);
+            }
+            return scale;
         }
 
         /**

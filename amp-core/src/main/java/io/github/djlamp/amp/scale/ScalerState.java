@@ -14,6 +14,8 @@ public final class ScalerState {
     private final int overflowsSinceChange;
     private final long steps;
     private final long skippedSteps;
+    private final LossScaling.Mode mode;
+    private final float initScale;
 
     /**
      * Creates a snapshot.
@@ -35,6 +37,64 @@ public final class ScalerState {
         this.overflowsSinceChange = overflowsSinceChange;
         this.steps = steps;
         this.skippedSteps = skippedSteps;
+        this.mode = null;
+        this.initScale = Float.NaN;
+    }
+
+    private ScalerState(ScalerState state, LossScaling.Mode mode, float initScale) {
+        this.scale = state.scale;
+        this.growthTracker = state.growthTracker;
+        this.overflowsSinceChange = state.overflowsSinceChange;
+        this.steps = state.steps;
+        this.skippedSteps = state.skippedSteps;
+        this.mode = mode;
+        this.initScale = initScale;
+    }
+
+    /**
+     * Returns this state stamped with the configuration it was reached under, so that a later
+     * trainer restores it only under the same configuration.
+     *
+     * @param config the loss scaling the state was reached under
+     * @return the stamped state
+     */
+    public ScalerState withOrigin(LossScaling config) {
+        return new ScalerState(this, config.getMode(), config.getInitScale());
+    }
+
+    /**
+     * Returns why this state must not be restored under {@code config}, or null when it belongs
+     * there: same mode, same initial scale, and a scale within the configured bounds. A state saved
+     * before states were stamped is restored only under dynamic scaling, within the bounds.
+     *
+     * @param config the loss scaling of the trainer about to restore it
+     * @return the reason to ignore the state, or null to restore it
+     */
+    public String mismatch(LossScaling config) {
+        if (!config.isEnabled()) {
+            return "loss scaling is off";
+        }
+        LossScaling.Mode savedMode = mode == null ? LossScaling.Mode.DYNAMIC : mode;
+        if (savedMode != config.getMode()) {
+            return "it was saved under " + savedMode + " scaling, this trainer uses " + config;
+        }
+        if (mode != null && Float.compare(initScale, config.getInitScale()) != 0) {
+            return "it was saved under initScale "
+                    + initScale
+                    + ", this trainer is configured with "
+                    + config
+                    + " (the explicit setting wins)";
+        }
+        if (!(scale >= config.getMinScale() && scale <= config.getMaxScale())) {
+            return "its scale "
+                    + scale
+                    + " lies outside the configured ["
+                    + config.getMinScale()
+                    + ", "
+                    + config.getMaxScale()
+                    + "]";
+        }
+        return null;
     }
 
     /**
@@ -90,14 +150,20 @@ public final class ScalerState {
      */
     @Override
     public String toString() {
+        String origin =
+                mode == null
+                        ? ""
+                        : String.format(
+                                Locale.ROOT, ";mode=%s;init=%s", mode, Float.toString(initScale));
         return String.format(
                 Locale.ROOT,
-                "scale=%s;tracker=%d;overflows=%d;steps=%d;skipped=%d",
+                "scale=%s;tracker=%d;overflows=%d;steps=%d;skipped=%d%s",
                 Float.toString(scale),
                 growthTracker,
                 overflowsSinceChange,
                 steps,
-                skippedSteps);
+                skippedSteps,
+                origin);
     }
 
     /**
@@ -110,20 +176,28 @@ public final class ScalerState {
     public static ScalerState parse(String text) {
         try {
             String[] parts = text.split(";");
-            if (parts.length != 5) {
-                throw new IllegalArgumentException("expected 5 fields");
+            if (parts.length != 5 && parts.length != 7) {
+                throw new IllegalArgumentException("expected 5 or 7 fields");
+            }
+            ScalerState state =
+                    new ScalerState(
+                            Float.parseFloat(value(parts[0], "scale")),
+                            Integer.parseInt(value(parts[1], "tracker")),
+                            Integer.parseInt(value(parts[2], "overflows")),
+                            Long.parseLong(value(parts[3], "steps")),
+                            Long.parseLong(value(parts[4], "skipped")));
+            if (parts.length == 5) {
+                return state;
             }
             return new ScalerState(
-                    Float.parseFloat(value(parts[0], "scale")),
-                    Integer.parseInt(value(parts[1], "tracker")),
-                    Integer.parseInt(value(parts[2], "overflows")),
-                    Long.parseLong(value(parts[3], "steps")),
-                    Long.parseLong(value(parts[4], "skipped")));
+                    state,
+                    LossScaling.Mode.valueOf(value(parts[5], "mode")),
+                    Float.parseFloat(value(parts[6], "init")));
         } catch (RuntimeException e) {
             throw new IllegalArgumentException(
                     "Not a loss scaler state: '"
                             + text
-                            + "' (expected scale=F;tracker=N;overflows=N;steps=N;skipped=N)",
+                            + "' (expected scale=F;tracker=N;overflows=N;steps=N;skipped=N[;mode=M;init=F])",
                     e);
         }
     }
@@ -149,12 +223,15 @@ public final class ScalerState {
                 && growthTracker == that.growthTracker
                 && overflowsSinceChange == that.overflowsSinceChange
                 && steps == that.steps
-                && skippedSteps == that.skippedSteps;
+                && skippedSteps == that.skippedSteps
+                && mode == that.mode
+                && Float.compare(initScale, that.initScale) == 0;
     }
 
     /** {@inheritDoc} */
     @Override
     public int hashCode() {
-        return Objects.hash(scale, growthTracker, overflowsSinceChange, steps, skippedSteps);
+        return Objects.hash(
+                scale, growthTracker, overflowsSinceChange, steps, skippedSteps, mode, initScale);
     }
 }

@@ -5,6 +5,8 @@ import ai.djl.Model;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.DataType;
+import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Parameter;
 import ai.djl.training.ParameterStore;
 import ai.djl.training.Trainer;
@@ -18,6 +20,7 @@ import io.github.djlamp.amp.cast.WeightCastCache;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
 import io.github.djlamp.amp.scale.GradientSet;
+import io.github.djlamp.amp.scale.LossScaleCollapsedException;
 import io.github.djlamp.amp.scale.LossScaler;
 import io.github.djlamp.amp.scale.LossScaling;
 import io.github.djlamp.amp.scale.ScalerState;
@@ -25,6 +28,8 @@ import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.AmpBackends;
 import java.util.ArrayList;
 import java.util.List;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * The mixed precision state of one trainer, and the verb API for custom training loops.
@@ -35,28 +40,50 @@ import java.util.List;
  * <pre>{@code
  * AmpSession amp = AmpSession.of(trainer);
  * try (GradientCollector collector = trainer.newGradientCollector()) {
- *     NDArray loss = loss.evaluate(labels, trainer.forward(data));
- *     collector.backward(amp.scale(loss));
+ *     NDArray loss = trainer.getLoss().evaluate(labels, trainer.forward(data)); // scaled for backward
+ *     collector.backward(loss);  // its value is the true loss: log it as it is
  * }
- * amp.unscaleAndCheck(batch.getManager()); // one fused check over every device's gradients
- * trainer.step();                          // the LossScalingOptimizer skips it on overflow
- * amp.update();                            // the scale moves
+ * amp.step(); // unscale and check, trainer.step() (skipped on overflow), move the scale
  * }</pre>
+ *
+ * <p>To clip gradients, call {@link #unscaleGradients()} first and clip between it and {@link
+ * #step()}. Under bf16 (no loss scaling) nothing here is needed: {@code trainer.step()} works as in
+ * plain DJL.
  */
 public final class AmpSession implements AutoCloseable {
 
     /** The model property the scaler state is saved under. */
     public static final String SCALER_STATE_PROPERTY = "djl-amp.scaler";
 
+    /**
+     * A fixed loss scale that overflows on this many steps in a row stops training: every one of
+     * them was skipped, so nothing trains.
+     */
+    public static final int FIXED_SCALE_OVERFLOW_LIMIT = 8;
+
+    /** The name djl-amp gives the losses it scaled, to refuse scaling them twice. */
+    static final String SCALED_LOSS_NAME = "djl-amp scaled loss";
+
+    private static final Logger logger = LoggerFactory.getLogger(AmpSession.class);
+
     private final MixedPrecisionBlock block;
     private final AmpOptions options;
     private int pendingBatches;
     private Trainer trainer;
+    private boolean trainerClosed;
     private AmpBackend backend;
     private LossScaler scaler;
+    private LossScaling scaling;
     private BufferSnapshot buffers;
+    private List<Pair<String, Parameter>> parameters;
+    private boolean[] trainableFlags;
     private List<Pair<String, Parameter>> trainable;
     private PrecisionPolicy policy;
+    private String policyChoice;
+    private NDManager sessionManager;
+    private NDArray lossHealth;
+    private int fixedScaleOverflowRun;
+    private boolean scaledThisStep;
     private Verdict verdict = Verdict.UNCHECKED;
 
     private enum Verdict {
@@ -102,13 +129,22 @@ public final class AmpSession implements AutoCloseable {
 
     /**
      * Binds the session to a trainer: resolves the policy for the trainer's first device, creates
-     * the loss scaler there, and restores scaler state saved with the model. Idempotent.
+     * the loss scaler there, and restores scaler state saved with the model when it was reached
+     * under the same loss scaling. Idempotent.
      *
      * @param trainer the trainer
+     * @throws AmpException when another trainer made from the same configuration is still open
      */
     public void attach(Trainer trainer) {
         if (this.trainer == trainer) {
             return;
+        }
+        if (this.trainer != null && !trainerClosed) {
+            throw new AmpException(
+                    "This AmpTrainingConfig already drives an open trainer, and one configuration"
+                            + " holds the mixed precision state (loss scale, skipped steps) of one"
+                            + " trainer at a time: close the first trainer before creating the"
+                            + " next, or give each trainer its own Amp.configure(config, block)");
         }
         if (trainer.getModel().getBlock() != block) {
             throw new AmpException(
@@ -117,20 +153,95 @@ public final class AmpSession implements AutoCloseable {
                             + " model.newTrainer(Amp.configure(config, wrapped))");
         }
         this.trainer = trainer;
+        trainerClosed = false;
+        pendingBatches = 0;
+        fixedScaleOverflowRun = 0;
+        verdict = Verdict.UNCHECKED;
         Device device = trainer.getDevices()[0];
         NDManager manager = trainer.getManager();
         backend = AmpBackends.forManager(manager);
         policy = block.resolvePolicy(device, manager);
+        policyChoice = describePolicyChoice(device);
         if (scaler != null) {
             scaler.close();
         }
-        LossScaling scaling = scalingFor(policy.getComputePrecision());
+        if (sessionManager != null) {
+            sessionManager.close();
+        }
+        scaling = scalingFor(policy.getComputePrecision());
         scaler = new LossScaler(scaling, backend, manager, device);
         buffers = scaling.isEnabled() ? block.enableBufferSnapshots() : null;
-        String saved = trainer.getModel().getProperty(SCALER_STATE_PROPERTY);
-        if (saved != null) {
-            scaler.restore(ScalerState.parse(saved));
+        lossHealth = null;
+        if (scaling.isEnabled()) {
+            sessionManager = manager.newSubManager(device);
+            sessionManager.setName("djl-amp session");
+            lossHealth = sessionManager.zeros(new Shape());
+        } else {
+            sessionManager = null;
         }
+        restoreSavedState(trainer.getModel());
+    }
+
+    private void restoreSavedState(Model model) {
+        String saved = model.getProperty(SCALER_STATE_PROPERTY);
+        if (saved == null) {
+            return;
+        }
+        ScalerState state = ScalerState.parse(saved);
+        String mismatch = state.mismatch(scaling);
+        if (mismatch == null) {
+            scaler.restore(state);
+            logger.info(
+                    "djl-amp: restored the loss scaler state saved with model {}: {}",
+                    model.getName(),
+                    state);
+        } else {
+            logger.info(
+                    "djl-amp: ignored the loss scaler state saved with model {} ({}): {}",
+                    model.getName(),
+                    state,
+                    mismatch);
+        }
+    }
+
+    private String describePolicyChoice(Device device) {
+        if (!block.getPolicy().isAuto()) {
+            return policy.toString();
+        }
+        return policy
+                + " (auto on "
+                + device
+                + ": "
+                + backend.capabilities(device).getReason()
+                + ")";
+    }
+
+    /**
+     * Returns the policy in use and, when it was chosen by "auto", why.
+     *
+     * @return for example {@code float32 (auto on cpu(): ...)}
+     */
+    public String getPolicyChoice() {
+        requireAttached();
+        return policyChoice;
+    }
+
+    /**
+     * Tells the session its trainer was closed: a window of accumulated gradients that never
+     * reached a step is cleared, and another trainer may now be made from the same configuration.
+     *
+     * @param closing the trainer being closed
+     */
+    void detach(Trainer closing) {
+        if (closing != trainer || trainerClosed) {
+            return;
+        }
+        if (pendingBatches > 0) {
+            pendingBatches = 0;
+            verdict = Verdict.UNCHECKED;
+            clearTrainableGradients();
+        }
+        trainerClosed = true;
     }
 
     private LossScaling scalingFor(Precision compute) {
@@ -171,15 +282,75 @@ public final class AmpSession implements AutoCloseable {
     }
 
     /**
-     * Scales a loss for backward; see {@link LossScaler#scale(NDArray)}.
+     * Returns the loss to pass to backward: its value is {@code loss}'s, so it can be logged as it
+     * is, and its gradient is the loss scale's (what {@code trainer.getLoss().evaluate(...)}
+     * already returns; scale only the loss of a {@code Loss} of your own).
      *
      * @param loss the unscaled loss
-     * @return the scaled loss
+     * @return the loss scaled for backward
+     * @throws AmpException when {@code loss} was already scaled by djl-amp
      */
     public NDArray scale(NDArray loss) {
         requireAttached();
+        if (SCALED_LOSS_NAME.equals(loss.getName())) {
+            throw new AmpException(
+                    "This loss is already scaled for backward (trainer.getLoss() of a trainer made"
+                            + " with Amp.configure scales it, and so does AmpSession.scale):"
+                            + " scaling it again would multiply its gradients by the scale twice."
+                            + " Pass it to backward as it is.");
+        }
         verdict = Verdict.UNCHECKED; // a new backward: the last step's verdict no longer holds
-        return scaler.scale(loss);
+        if (!scaling.isEnabled()) {
+            return loss;
+        }
+        // value: the true loss; gradient: the scale (the difference is 0 in value, 1 in gradient)
+        NDArray detached = loss.stopGradient();
+        NDArray scaledDifference = scaler.scale(loss.sub(detached));
+        NDArray scaled = scaledDifference.add(detached);
+        scaledThisStep = true;
+        scaled.setName(SCALED_LOSS_NAME);
+        // x - x is 0 for a finite loss and NaN otherwise: remembered on the device, no host read
+        NDArray health = detached.sub(detached).sum().toType(DataType.FLOAT32, false);
+        lossHealth.addi(health.toDevice(lossHealth.getDevice(), false));
+        return scaled;
+    }
+
+    /**
+     * Unscales every device's gradients in place and checks them for Inf/NaN, for users who clip
+     * gradients: clip after this, then call {@link #step()}, which skips the step on overflow.
+     *
+     * @throws AmpException when the gradients of this step were already unscaled
+     */
+    public void unscaleGradients() {
+        requireAttached();
+        if (scaling.isEnabled() && !scaledThisStep) {
+            throw new AmpException(
+                    "No loss was scaled for this step's backward, so there is nothing to unscale:"
+                            + " pass trainer.getLoss().evaluate(...) (or amp.scale(loss) of a Loss"
+                            + " of your own) to backward before amp.step()");
+        }
+        try (NDManager stepManager = trainer.getManager().newSubManager()) {
+            unscaleAndCheck(stepManager);
+        }
+    }
+
+    /**
+     * Ends a step of a custom loop: unscales and checks the gradients (unless {@link
+     * #unscaleGradients()} did), runs {@code trainer.step()}, which updates the weights or, on
+     * overflow, skips the update and clears the gradients, and moves the loss scale.
+     *
+     * @throws LossScaleCollapsedException when overflows push the scale below its minimum
+     * @throws AmpException when a fixed scale overflowed on {@value #FIXED_SCALE_OVERFLOW_LIMIT}
+     *     steps in a row
+     */
+    public void step() {
+        requireAttached();
+        if (verdict == Verdict.UNCHECKED) {
+            unscaleGradients();
+        }
+        trainer.step();
+        update();
+        verdict = Verdict.UNCHECKED; // the next step() checks its own gradients
     }
 
     /**
@@ -189,11 +360,10 @@ public final class AmpSession implements AutoCloseable {
      * @param stepManager a manager closed at the end of the step
      * @return true when the step must be skipped
      */
-    public boolean unscaleAndCheck(NDManager stepManager) {
+    boolean unscaleAndCheck(NDManager stepManager) {
         requireAttached();
         // without scaling nothing is unscaled or checked: skip making the gradient handles
-        GradientSet gradients =
-                scaler.getConfig().isEnabled() ? gradients(stepManager) : new GradientSet();
+        GradientSet gradients = scaling.isEnabled() ? gradients(stepManager) : new GradientSet();
         boolean overflow = scaler.unscaleAndCheck(gradients, stepManager);
         verdict = overflow ? Verdict.SKIP : Verdict.APPLY;
         if (buffers != null) {
@@ -211,7 +381,7 @@ public final class AmpSession implements AutoCloseable {
      *
      * @param stepManager a manager closed at the end of the batch
      */
-    public void afterBackward(NDManager stepManager) {
+    void afterBackward(NDManager stepManager) {
         requireAttached();
         pendingBatches++;
         if (pendingBatches < options.getAccumulationSteps()) {
@@ -224,6 +394,23 @@ public final class AmpSession implements AutoCloseable {
     }
 
     /**
+     * Ends a gradient accumulation window that the epoch ended inside: its batches' gradients make
+     * one step, checked and skipped like any other, instead of adding into the next epoch's or the
+     * next trainer's first step.
+     */
+    void flushAccumulation() {
+        if (trainer == null || trainerClosed || pendingBatches == 0) {
+            return;
+        }
+        pendingBatches = 0;
+        try (NDManager stepManager = trainer.getManager().newSubManager()) {
+            unscaleAndCheck(stepManager);
+        }
+        trainer.step();
+        update();
+    }
+
+    /**
      * Returns whether the optimizer step after this batch only accumulates gradients.
      *
      * @return true inside an accumulation window
@@ -232,26 +419,108 @@ public final class AmpSession implements AutoCloseable {
         return verdict == Verdict.ACCUMULATE;
     }
 
+    /**
+     * Returns whether the batch being reported was skipped: its loss is left out of the training
+     * loss DJL reports, so one skipped step does not read as divergence.
+     *
+     * @return true between a skipping verdict and the next backward
+     */
+    boolean isReportingSkippedBatch() {
+        return verdict == Verdict.SKIP;
+    }
+
+    /**
+     * Returns whether the loss is scaled and gradients checked.
+     *
+     * @return false under bf16 and fp32 by default
+     */
+    boolean isScaling() {
+        return scaling != null && scaling.isEnabled();
+    }
+
     /** Moves the loss scale after the step and saves its state into the model's properties. */
-    public void update() {
+    void update() {
         requireAttached();
-        scaler.update();
-        trainer.getModel().setProperty(SCALER_STATE_PROPERTY, scaler.state().toString());
+        boolean skipped = verdict == Verdict.SKIP;
+        scaledThisStep = false;
+        if (!skipped) {
+            fixedScaleOverflowRun = 0;
+        }
+        try {
+            scaler.update();
+        } catch (LossScaleCollapsedException e) {
+            if (!e.isLossNonFinite() && lossWasNonFinite()) {
+                // the diagnosis only sees the losses still alive: the session remembers them all
+                throw new LossScaleCollapsedException(
+                        scaling.getMinScale(), e.getNonFiniteParameters(), true);
+            }
+            throw e;
+        }
+        if (!scaling.isEnabled()) {
+            return;
+        }
+        if (skipped && fixedScaleOverflowsAgain()) {
+            AmpException failure = fixedScaleFailure(lossWasNonFinite());
+            backend.zero(new NDList(lossHealth));
+            throw failure;
+        }
+        backend.zero(new NDList(lossHealth));
+        trainer.getModel()
+                .setProperty(SCALER_STATE_PROPERTY, scaler.state().withOrigin(scaling).toString());
+    }
+
+    /** Counts a skipped step under a fixed scale; true when the run of them reached the limit. */
+    private boolean fixedScaleOverflowsAgain() {
+        if (scaling.getMode() != LossScaling.Mode.STATIC) {
+            return false;
+        }
+        fixedScaleOverflowRun++;
+        if (fixedScaleOverflowRun < FIXED_SCALE_OVERFLOW_LIMIT) {
+            return false;
+        }
+        fixedScaleOverflowRun = 0;
+        return true;
+    }
+
+    private AmpException fixedScaleFailure(boolean lossNonFinite) {
+        String what =
+                "The fixed loss scale "
+                        + scaling.getInitScale()
+                        + " overflowed on "
+                        + FIXED_SCALE_OVERFLOW_LIMIT
+                        + " steps in a row, and every one of them was skipped: nothing trains. ";
+        if (lossNonFinite) {
+            return new AmpException(
+                    what
+                            + "The loss itself is Inf/NaN, so no scale can help: check the data"
+                            + " for NaNs, lower the learning rate, or run in fp32 to confirm.");
+        }
+        return new AmpException(
+                what
+                        + "Use a smaller fixed scale (LossScaling.fixed(s)), or"
+                        + " LossScaling.dynamic(), which finds one by itself.");
+    }
+
+    private boolean lossWasNonFinite() {
+        return lossHealth != null && !Float.isFinite(lossHealth.getFloat());
     }
 
     /**
      * Returns whether the optimizer must skip the current step.
      *
-     * @return true after an overflow was found in this step's gradients
-     * @throws AmpException when this step's gradients were never checked
+     * @return true after an overflow was found in this step's gradients; false whenever the loss is
+     *     not scaled (nothing can overflow the scale then)
+     * @throws AmpException when this step's gradients were never checked under loss scaling
      */
     public boolean isSkipping() {
         if (verdict == Verdict.UNCHECKED) {
+            if (!isScaling()) {
+                return false; // bf16 and fp32: a custom loop needs no scaler calls
+            }
             throw new AmpException(
                     "The optimizer ran before djl-amp checked the gradients: with EasyTrain keep"
                             + " the AmpTrainingListener that Amp.configure adds; in a custom loop"
-                            + " call AmpSession.unscaleAndCheck(...) between backward and"
-                            + " trainer.step()");
+                            + " end each step with AmpSession.step() instead of trainer.step()");
         }
         return verdict == Verdict.SKIP;
     }
@@ -288,15 +557,7 @@ public final class AmpSession implements AutoCloseable {
         GradientSet set = new GradientSet();
         ParameterStore store = block.getTrainingStore();
         Device[] devices = trainer.getDevices();
-        if (trainable == null) {
-            // the block's parameters are fixed once built: list the trainable ones once
-            trainable = new ArrayList<>();
-            for (Pair<String, Parameter> pair : block.getParameters()) {
-                if (pair.getValue().requiresGradient()) {
-                    trainable.add(pair);
-                }
-            }
-        }
+        refreshTrainable();
         for (Pair<String, Parameter> pair : trainable) {
             Parameter parameter = pair.getValue();
             if (!parameter.isInitialized()) {
@@ -316,6 +577,50 @@ public final class AmpSession implements AutoCloseable {
             }
         }
         return set;
+    }
+
+    /**
+     * Lists the trainable parameters again when a requiresGradient flag changed since the last step
+     * (a layer frozen or unfrozen mid-training); otherwise a loop over cached flags.
+     */
+    private void refreshTrainable() {
+        if (parameters == null) {
+            // the block's parameters are fixed once built; which of them train may change
+            parameters = new ArrayList<>();
+            for (Pair<String, Parameter> pair : block.getParameters()) {
+                parameters.add(pair);
+            }
+            trainableFlags = new boolean[parameters.size()];
+            trainable = null;
+        }
+        boolean changed = trainable == null;
+        for (int i = 0; i < trainableFlags.length; i++) {
+            boolean flag = parameters.get(i).getValue().requiresGradient();
+            if (flag != trainableFlags[i]) {
+                trainableFlags[i] = flag;
+                changed = true;
+            }
+        }
+        if (changed) {
+            trainable = new ArrayList<>();
+            for (int i = 0; i < trainableFlags.length; i++) {
+                if (trainableFlags[i]) {
+                    trainable.add(parameters.get(i));
+                }
+            }
+        }
+    }
+
+    private void clearTrainableGradients() {
+        if (block.getTrainingStore() == null) {
+            return;
+        }
+        try (NDManager scratch = trainer.getManager().newSubManager()) {
+            GradientSet set = gradients(scratch);
+            for (NDList group : set.byReplica().values()) {
+                backend.zero(group);
+            }
+        }
     }
 
     private void requireAttached() {
@@ -341,6 +646,9 @@ public final class AmpSession implements AutoCloseable {
     public void close() {
         if (scaler != null) {
             scaler.close();
+        }
+        if (sessionManager != null) {
+            sessionManager.close();
         }
     }
 }

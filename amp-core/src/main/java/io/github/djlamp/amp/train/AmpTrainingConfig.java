@@ -1,6 +1,7 @@
 package io.github.djlamp.amp.train;
 
 import ai.djl.training.TrainingConfig;
+import ai.djl.training.listener.DivergenceCheckTrainingListener;
 import ai.djl.training.listener.TrainingListener;
 import ai.djl.training.loss.Loss;
 import ai.djl.training.optimizer.Optimizer;
@@ -11,7 +12,10 @@ import java.util.List;
  * A user's {@link TrainingConfig} with mixed precision: the same devices, initializers, evaluators
  * and listeners, with the loss scaled for backward, the optimizer decorated to skip overflowed
  * steps, and the {@link AmpTrainingListener} first among the listeners (so the scaler state it
- * writes into the model is current when a checkpoint listener saves the model).
+ * writes into the model is current when a checkpoint listener saves the model). DJL's {@code
+ * DivergenceCheckTrainingListener} is replaced by an {@link AmpDivergenceCheckTrainingListener}.
+ * One trainer at a time: a second trainer made from the same configuration while the first is open
+ * is refused.
  */
 public final class AmpTrainingConfig extends ForwardingTrainingConfig {
 
@@ -38,7 +42,13 @@ public final class AmpTrainingConfig extends ForwardingTrainingConfig {
         this.optimizer = new LossScalingOptimizer(delegate.getOptimizer(), session);
         List<TrainingListener> all = new ArrayList<>();
         all.add(new AmpTrainingListener(session));
-        all.addAll(delegate.getTrainingListeners());
+        for (TrainingListener listener : delegate.getTrainingListeners()) {
+            // DJL's check would read a skipped step's NaN loss as divergence
+            all.add(
+                    listener instanceof DivergenceCheckTrainingListener
+                            ? new AmpDivergenceCheckTrainingListener(session)
+                            : listener);
+        }
         this.listeners = List.copyOf(all);
     }
 

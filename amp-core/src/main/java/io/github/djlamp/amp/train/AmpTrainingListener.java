@@ -55,7 +55,7 @@ public final class AmpTrainingListener extends TrainingListenerAdapter {
         LossScaler scaler = session.getScaler();
         logger.info(
                 "djl-amp: policy {}, loss scaling {}, scale {}",
-                session.getPolicy(),
+                session.getPolicyChoice(),
                 scaler.getConfig(),
                 scaler.getScale());
         startEpoch();
@@ -79,6 +79,7 @@ public final class AmpTrainingListener extends TrainingListenerAdapter {
     /** {@inheritDoc} */
     @Override
     public void onEpoch(Trainer trainer) {
+        session.flushAccumulation();
         LossScaler scaler = session.getScaler();
         long steps = scaler.getSteps() - epochStartSteps;
         long skipped = scaler.getSkippedSteps() - epochStartSkipped;
@@ -100,6 +101,12 @@ public final class AmpTrainingListener extends TrainingListenerAdapter {
                     session.getPolicy().getComputePrecision().canonicalName());
         }
         startEpoch();
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public void onTrainingEnd(Trainer trainer) {
+        session.detach(trainer);
     }
 
     private void startEpoch() {

@@ -3,16 +3,23 @@ package io.github.djlamp.amp.train;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.training.loss.Loss;
+import java.util.Arrays;
 import java.util.Objects;
 
 /**
- * The user's loss, multiplied by the loss scale for backward.
+ * The user's loss, scaled for backward.
  *
- * <p>{@code EasyTrain} passes what {@link #evaluate} returns to backward, so that value is scaled.
- * Every accumulator (the loss DJL reports in its metrics, logs and training result) is delegated to
- * the user's loss and stays unscaled.
+ * <p>{@code EasyTrain} passes what {@link #evaluate} returns to backward: its gradient is the loss
+ * scale's, its value the true loss (see {@link AmpSession#scale}), so a custom loop that logs
+ * {@code trainer.getLoss().evaluate(...)} logs the true loss. Every accumulator (the loss DJL
+ * reports in its metrics, logs and training result) is delegated to the user's loss and stays
+ * unscaled; a batch whose step djl-amp skipped is left out of the training accumulators, so its
+ * non-finite loss does not read as divergence to DJL's listeners.
  */
 public final class ScaledLoss extends Loss {
+
+    /** The prefix of DJL's training accumulators ({@code EvaluatorTrainingListener.TRAIN_ALL}). */
+    private static final String TRAINING_KEYS = "train/";
 
     private final Loss inner;
     private final AmpSession session;
@@ -53,13 +60,23 @@ public final class ScaledLoss extends Loss {
     /** {@inheritDoc} */
     @Override
     public void updateAccumulator(String key, NDList labels, NDList predictions) {
-        inner.updateAccumulator(key, labels, predictions);
+        updateAccumulators(new String[] {key}, labels, predictions);
     }
 
     /** {@inheritDoc} */
     @Override
     public void updateAccumulators(String[] keys, NDList labels, NDList predictions) {
+        if (session.isReportingSkippedBatch()) {
+            keys = withoutTrainingKeys(keys);
+            if (keys.length == 0) {
+                return;
+            }
+        }
         inner.updateAccumulators(keys, labels, predictions);
+    }
+
+    private static String[] withoutTrainingKeys(String[] keys) {
+        return Arrays.stream(keys).filter(k -> !k.startsWith(TRAINING_KEYS)).toArray(String[]::new);
     }
 
     /** {@inheritDoc} */

@@ -34,10 +34,10 @@ class LossScalingTest {
         assertRejected(b -> b.backoffFactor(Double.NaN), "backoffFactor");
         assertRejected(b -> b.growthInterval(0), "growthInterval", ">= 1");
         assertRejected(b -> b.growthInterval(-5), "growthInterval");
-        assertRejected(b -> b.initScale(0), "initScale", "> 0");
+        assertRejected(b -> b.initScale(0), "initScale", "[2^-24, 2^40]");
         assertRejected(b -> b.initScale(-1), "initScale");
         assertRejected(b -> b.initScale(Float.NaN), "initScale");
-        assertRejected(b -> b.initScale(Float.POSITIVE_INFINITY), "initScale", "finite");
+        assertRejected(b -> b.initScale(Float.POSITIVE_INFINITY), "initScale");
         assertRejected(b -> b.hysteresis(0), "hysteresis");
         assertRejected(b -> b.minScale(0), "minScale");
         assertRejected(b -> b.maxScale(Float.NaN), "maxScale");
@@ -45,6 +45,19 @@ class LossScalingTest {
         assertRejected(b -> b.maxScale(1000), "initScale", "[minScale, maxScale]");
         assertThrows(IllegalArgumentException.class, () -> LossScaling.fixed(0));
         assertThrows(IllegalArgumentException.class, () -> LossScaling.fixed(Float.NaN));
+    }
+
+    @Test
+    void scalesOutsideTheUsefulRangeAreRejected() {
+        assertRejected(b -> b.initScale(1e30f), "initScale", "[2^-24, 2^40]", "overflows");
+        assertRejected(b -> b.minScale(1e-30f), "minScale", "underflows");
+        assertRejected(b -> b.maxScale(0x1p41f), "maxScale", "2^40");
+        IllegalArgumentException high =
+                assertThrows(IllegalArgumentException.class, () -> LossScaling.fixed(1e30f));
+        assertTrue(high.getMessage().contains("[2^-24, 2^40]"), high.getMessage());
+        assertThrows(IllegalArgumentException.class, () -> LossScaling.fixed(1e-30f));
+        assertEquals(0x1p40f, LossScaling.fixed(0x1p40f).getInitScale());
+        assertEquals(0x1p-24f, LossScaling.fixed(0x1p-24f).getInitScale());
     }
 
     @Test

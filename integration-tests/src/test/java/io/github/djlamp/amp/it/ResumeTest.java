@@ -91,10 +91,12 @@ class ResumeTest {
                     assertTrue(
                             saved.getOverflowsSinceChange() > 0,
                             "mid-hysteresis at the save: " + saved);
-                    assertEquals(
-                            saved.toString(),
-                            model.getProperty(AmpSession.SCALER_STATE_PROPERTY),
-                            "the state in the model's properties is current");
+                    String property = model.getProperty(AmpSession.SCALER_STATE_PROPERTY);
+                    assertTrue(
+                            property.startsWith(saved + ";mode=DYNAMIC;"),
+                            "the state in the model's properties is current, stamped with its"
+                                    + " configuration: "
+                                    + property);
                     savedWeights = Snapshots.weights(model.getBlock());
                     model.save(dir, "resume");
 

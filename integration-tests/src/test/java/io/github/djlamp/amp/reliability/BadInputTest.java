@@ -44,11 +44,13 @@ class BadInputTest {
         assertRejected(() -> LossScaling.dynamicBuilder().backoffFactor(0), "backoffFactor");
         assertRejected(
                 () -> LossScaling.dynamicBuilder().growthInterval(0), "growthInterval", ">= 1");
-        assertRejected(() -> LossScaling.dynamicBuilder().initScale(0), "initScale", "> 0");
+        assertRejected(
+                () -> LossScaling.dynamicBuilder().initScale(0), "initScale", "[2^-24, 2^40]");
         assertRejected(
                 () -> LossScaling.dynamicBuilder().initScale(Float.POSITIVE_INFINITY),
                 "initScale",
-                "finite");
+                "2^40");
+        assertRejected(() -> LossScaling.fixed(1e30f), "initScale", "every step overflows");
         assertRejected(() -> LossScaling.dynamicBuilder().initScale(Float.NaN), "initScale");
         assertRejected(
                 () -> LossScaling.dynamicBuilder().minScale(10).maxScale(1).initScale(5).build(),

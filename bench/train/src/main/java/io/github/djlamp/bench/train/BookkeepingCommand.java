@@ -20,8 +20,9 @@ import picocli.CommandLine.Option;
 
 /**
  * Where djl-amp's bookkeeping time goes: the step of the fp32-compute, dynamic-scaling variant
- * taken apart with the verb API ({@code scale} inside the loss, {@code unscaleAndCheck}, the
- * decorated {@code step}, {@code update}), each part timed, next to plain DJL fp32 steps.
+ * taken apart with the verb API ({@code scale} inside the loss, {@code unscaleGradients}, then
+ * {@code step}: the decorated optimizer step and the scale update), each part timed, next to plain
+ * DJL fp32 steps.
  */
 @Command(
         name = "bookkeeping",
@@ -92,31 +93,32 @@ final class BookkeepingCommand implements Callable<Integer> {
             int count = gradientHandles(rig, batch);
             handles = System.nanoTime() - check;
             t.put(
-                    "AMP   " + count + " gradient handles, as unscaleAndCheck makes them",
+                    "AMP   " + count + " gradient handles, as unscaleGradients makes them",
                     handles / 1e6);
             check = System.nanoTime();
-            session.unscaleAndCheck(batch.getManager());
+            session.unscaleGradients();
         }
         long stepStart = System.nanoTime();
-        trainer.step();
-        long update = System.nanoTime();
         if (amp) {
-            session.update();
+            session.step(); // trainer.step(), then the scale update
+        } else {
+            trainer.step();
         }
         long close = System.nanoTime();
         batch.close();
         long end = System.nanoTime();
         if (amp) {
             t.put(
-                    "AMP unscaleAndCheck (handles, fused kernel, one read)",
+                    "AMP unscaleGradients (handles, fused kernel, one read)",
                     (stepStart - check) / 1e6);
         }
         t.put(
-                name + "trainer.step" + (amp ? " (LossScalingOptimizer around SGD)" : " (SGD)"),
-                (update - stepStart) / 1e6);
-        if (amp) {
-            t.put("AMP update (scale kernel, state into the model)", (close - update) / 1e6);
-        }
+                name
+                        + (amp
+                                ? "AmpSession.step (LossScalingOptimizer around SGD, scale kernel,"
+                                        + " state into the model)"
+                                : "trainer.step (SGD)"),
+                (close - stepStart) / 1e6);
         t.put(name + "batch.close", (end - close) / 1e6);
         t.put(name + "whole step (without the separate handles)", (end - start - handles) / 1e6);
         return t;
@@ -124,7 +126,7 @@ final class BookkeepingCommand implements Callable<Integer> {
 
     /**
      * Makes one gradient handle per trainable parameter on the batch's manager, the way {@code
-     * AmpSession.unscaleAndCheck} collects them, to time that part on its own.
+     * AmpSession.unscaleGradients} collects them, to time that part on its own.
      */
     private static int gradientHandles(TrainingRig rig, Batch batch) {
         MixedPrecisionBlock block = (MixedPrecisionBlock) rig.getTrainer().getModel().getBlock();

@@ -1,0 +1,81 @@
+package io.github.djlamp.amp.it;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+
+import ai.djl.Model;
+import ai.djl.engine.Engine;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.Shape;
+import ai.djl.training.Trainer;
+import io.github.djlamp.amp.Amp;
+import io.github.djlamp.amp.cast.MixedPrecisionBlock;
+import io.github.djlamp.amp.scale.LossScaler;
+import io.github.djlamp.amp.scale.LossScaling;
+import io.github.djlamp.amp.train.AmpSession;
+import org.junit.jupiter.api.Test;
+
+/**
+ * A scaler state saved with the model is restored only where it belongs: under the same loss
+ * scaling. A user's explicit setting on a later trainer wins, and no state is written when scaling
+ * is off.
+ */
+class ScalerStateRestoreTest {
+
+    private static final float INIT = 1024f;
+
+    /** Trains {@code steps} steps and returns the scaler's scale and steps when it starts. */
+    private static float[] train(Model model, MixedPrecisionBlock block, LossScaling s, int steps) {
+        try (Trainer trainer =
+                        model.newTrainer(Amp.configure(RealProgramsRig.sgd(0.1f), block, s));
+                NDManager data = trainer.getManager().newSubManager()) {
+            trainer.initialize(new Shape(ToyTask.BATCH, ToyTask.FEATURES));
+            LossScaler scaler = AmpSession.of(trainer).getScaler();
+            float[] start = {scaler.getScale(), scaler.getSteps()};
+            ToyTask task = new ToyTask(data);
+            for (int i = 0; i < steps; i++) {
+                task.trainStep(trainer, i);
+            }
+            return start;
+        }
+    }
+
+    @Test
+    void explicitSettingsWinOverASavedState() {
+        Engine.getInstance().setRandomSeed(2);
+        try (Model model = Model.newInstance("restore", "PyTorch")) {
+            // fp32 compute keeps it fast; loss scaling runs as under fp16
+            MixedPrecisionBlock block = Amp.wrap(new RealProgramsRig.Mlp().block, "float32");
+            model.setBlock(block);
+            LossScaling dynamic = LossScaling.dynamicBuilder().initScale(INIT).build();
+            train(model, block, dynamic, 3);
+
+            float[] resumed = train(model, block, dynamic, 1);
+            assertEquals(INIT, resumed[0], "the same configuration resumes");
+            assertEquals(3f, resumed[1], "with the saved counters");
+
+            float[] explicit =
+                    train(model, block, LossScaling.dynamicBuilder().initScale(0x1p20f).build(), 1);
+            assertEquals(0x1p20f, explicit[0], "an explicit initScale wins");
+
+            float[] fixed = train(model, block, LossScaling.fixed(8f), 1);
+            assertEquals(8f, fixed[0], "fixed(8) means 8, whatever was saved");
+            assertEquals(0f, fixed[1]);
+        }
+    }
+
+    @Test
+    void noStateIsWrittenWithoutScaling() {
+        Engine.getInstance().setRandomSeed(2);
+        try (Model model = Model.newInstance("no-scaling", "PyTorch")) {
+            MixedPrecisionBlock block = Amp.wrap(new RealProgramsRig.Mlp().block, "float32");
+            model.setBlock(block);
+            train(model, block, null, 2); // fp32's default: no scaling
+            assertNull(
+                    model.getProperty(AmpSession.SCALER_STATE_PROPERTY),
+                    "a run that never scaled leaves no scaler state");
+            float[] fp16Like = train(model, block, LossScaling.dynamic(), 1);
+            assertEquals(LossScaling.DEFAULT_INIT_SCALE, fp16Like[0]);
+        }
+    }
+}
