@@ -4,15 +4,20 @@ import static org.junit.jupiter.api.Assertions.assertDoesNotThrow;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import ai.djl.ndarray.NDList;
 import ai.djl.nn.Activation;
 import ai.djl.nn.Block;
 import ai.djl.nn.LambdaBlock;
+import ai.djl.nn.ParallelBlock;
 import ai.djl.nn.SequentialBlock;
 import ai.djl.nn.core.Linear;
 import ai.djl.nn.transformer.TransformerEncoderBlock;
 import io.github.djlamp.amp.AmpException;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
+import java.util.List;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /** Overrides that would hand bf16 arrays to blocks that may call softmax are refused up front. */
 class Bf16SafetyTest {
@@ -58,5 +63,75 @@ class Bf16SafetyTest {
                         new MixedPrecisionBlock(
                                 model(),
                                 PrecisionPolicy.parse("mixed_bfloat16[path:01Linear=fp32]")));
+    }
+
+    /** A container holding a softmax lambda, as users write attention-like code. */
+    private static Block softmaxInside() {
+        return new SequentialBlock()
+                .add(
+                        new SequentialBlock()
+                                .add(Linear.builder().setUnits(8).build())
+                                .add(new LambdaBlock(x -> new NDList(x.head().softmax(1)))))
+                .add(Linear.builder().setUnits(2).build());
+    }
+
+    @ParameterizedTest
+    @ValueSource(
+            strings = {
+                "mixed_bfloat16[path:01SequentialBlock=low]",
+                "mixed_bfloat16[path:01SequentialBlock=pass_through]",
+                "mixed_bfloat16[path:=low]",
+                "mixed_bfloat16[path:=pass_through]",
+                "mixed_bfloat16[class:ai.djl.nn.SequentialBlock=low]",
+                "mixed_bfloat16[class:ai.djl.nn.SequentialBlock=pass_through]"
+            })
+    void anOverrideOnAContainerIsCheckedAgainstEverythingItReaches(String text) {
+        AmpException e =
+                assertThrows(
+                        AmpException.class,
+                        () ->
+                                new MixedPrecisionBlock(
+                                        softmaxInside(), PrecisionPolicy.parse(text)));
+        assertTrue(e.getMessage().contains("01SequentialBlock/02LambdaBlock"), e.getMessage());
+        assertTrue(e.getMessage().contains("LowPrecisionSafe"), e.getMessage());
+    }
+
+    @Test
+    void anOverrideOnAContainerReachingAnUnknownJoinIsRefused() {
+        Block model =
+                new SequentialBlock()
+                        .add(
+                                new ParallelBlock(
+                                        list -> new NDList(list.get(0).head().softmax(1)),
+                                        List.of(Linear.builder().setUnits(4).build())));
+        AmpException e =
+                assertThrows(
+                        AmpException.class,
+                        () ->
+                                new MixedPrecisionBlock(
+                                        model, PrecisionPolicy.parse("mixed_bfloat16[path:=low]")));
+        assertTrue(e.getMessage().contains("join function"), e.getMessage());
+    }
+
+    @Test
+    void anOverrideOnAContainerOfSafeBlocksIsAllowed() {
+        Block model =
+                new SequentialBlock()
+                        .add(
+                                new SequentialBlock()
+                                        .add(Linear.builder().setUnits(8).build())
+                                        .add(Activation.reluBlock()))
+                        .add(Linear.builder().setUnits(2).build());
+        assertDoesNotThrow(
+                () ->
+                        new MixedPrecisionBlock(
+                                model,
+                                PrecisionPolicy.parse(
+                                        "mixed_bfloat16[path:01SequentialBlock=low]")));
+        assertDoesNotThrow(
+                () ->
+                        new MixedPrecisionBlock(
+                                softmaxInside(),
+                                PrecisionPolicy.parse("mixed_float16[path:=low]")));
     }
 }
