@@ -29,6 +29,8 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.Predicate;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * A block that computes in 16 bits while its parameters stay fp32 masters.
@@ -45,6 +47,8 @@ import java.util.function.Predicate;
  * }</pre>
  */
 public final class MixedPrecisionBlock implements Block {
+
+    private static final Logger logger = LoggerFactory.getLogger(MixedPrecisionBlock.class);
 
     private final Block original;
     private final PrecisionPolicy policy;
@@ -288,11 +292,40 @@ public final class MixedPrecisionBlock implements Block {
                     DeviceCapabilities caps = backend.capabilities(d);
                     PrecisionPolicy concrete = policy.isAuto() ? policy.resolveAuto(caps) : policy;
                     DeviceSupport.check(concrete, caps);
+                    warnIfMostlyFp32(concrete);
                     return new Resolved(
                             concrete,
                             ShadowTree.build(original, concrete),
                             TreeStructure.of(original));
                 });
+    }
+
+    private void warnIfMostlyFp32(PrecisionPolicy concrete) {
+        if (concrete.getComputePrecision() == Precision.FP32) {
+            return;
+        }
+        PrecisionSummary summary = PrecisionSummary.of(original, concrete);
+        if (summary.isMostlyFp32()) {
+            logger.warn(
+                    "djl-amp: little of this model computes in {}; blocks djl-amp cannot look into"
+                        + " run in fp32 (implement io.github.djlamp.amp.policy.LowPrecisionSafe"
+                        + " on your own block, or override it as low under mixed_float16). {}",
+                    concrete.getComputePrecision().canonicalName(),
+                    summary);
+        } else if (logger.isDebugEnabled()) {
+            logger.debug("djl-amp: {}", summary);
+        }
+    }
+
+    /**
+     * Returns which precision each unit of the model computes in on a device, and why.
+     *
+     * @param device the device
+     * @param manager a manager of the engine, to find the engine layer
+     * @return the summary under the policy resolved for {@code device}
+     */
+    public PrecisionSummary getPrecisionSummary(Device device, NDManager manager) {
+        return PrecisionSummary.of(original, resolvePolicy(device, manager));
     }
 
     /** {@inheritDoc} */
