@@ -308,8 +308,8 @@ public final class MixedPrecisionBlock implements Block {
         if (summary.isMostlyFp32()) {
             logger.warn(
                     "djl-amp: little of this model computes in {}; blocks djl-amp cannot look into"
-                        + " run in fp32 (implement io.github.djlamp.amp.policy.LowPrecisionSafe"
-                        + " on your own block, or override it as low under mixed_float16). {}",
+                            + " run in fp32 (implement io.github.djlamp.amp.policy.LowPrecisionSafe"
+                            + " on your own block, or override it as low under mixed_float16). {}",
                     concrete.getComputePrecision().canonicalName(),
                     summary);
         } else if (logger.isDebugEnabled()) {

@@ -72,7 +72,8 @@ public final class PrecisionSummary {
         for (Pair<String, Block> child : block.getChildren()) {
             visit(child.getValue(), BlockPaths.child(path, child.getKey()), policy, rows);
         }
-        if (block instanceof ParallelBlock && ShadowTree.joinNeedsFp32((ParallelBlock) block, policy)) {
+        if (block instanceof ParallelBlock
+                && ShadowTree.joinNeedsFp32((ParallelBlock) block, policy)) {
             rows.add(
                     new Row(
                             path.isEmpty() ? "(join)" : path + " (join)",

@@ -9,9 +9,10 @@ import org.junit.jupiter.params.provider.CsvSource;
 
 /**
  * DJL's model-zoo ResNetV1, SqueezeNet (known ParallelBlock joins) and Mlp, user joins that call
- * softmax or build arrays of their input's data type, its transformer blocks, an LSTM and a user lambda that calls
- * softmax train and infer through djl-amp in bf16, and in fp16 on tiny shapes, without killing the
- * JVM: each runs in a child JVM, so a native crash fails its test instead of the build.
+ * softmax or build arrays of their input's data type, its transformer blocks, an LSTM and a user
+ * lambda that calls softmax train and infer through djl-amp in bf16, and in fp16 on tiny shapes,
+ * without killing the JVM: each runs in a child JVM, so a native crash fails its test instead of
+ * the build.
  */
 class ModelZooNoCrashTest {
 

@@ -70,8 +70,7 @@ class WrappedModelChangesTest {
                             Amp.configure(
                                     new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss()),
                                     model.getBlock()))) {
-                AmpException e =
-                        assertThrows(AmpException.class, () -> trainer.initialize(INPUT));
+                AmpException e = assertThrows(AmpException.class, () -> trainer.initialize(INPUT));
                 assertTrue(e.getMessage().contains("model.setDataType"), e.getMessage());
             }
         }

@@ -216,7 +216,10 @@ public final class ZooScenarios {
                         joined(
                                 list ->
                                         new NDList(
-                                                list.get(0).head().add(list.get(1).head()).softmax(1))),
+                                                list.get(0)
+                                                        .head()
+                                                        .add(list.get(1).head())
+                                                        .softmax(1))),
                         new Shape(4, 8),
                         3);
             case "ones-join":
@@ -225,7 +228,8 @@ public final class ZooScenarios {
                         joined(
                                 list -> {
                                     NDArray a = list.get(0).head();
-                                    NDArray mask = a.getManager().ones(a.getShape(), a.getDataType());
+                                    NDArray mask =
+                                            a.getManager().ones(a.getShape(), a.getDataType());
                                     return new NDList(a.mul(mask).add(list.get(1).head()));
                                 }),
                         new Shape(4, 8),
