@@ -1,10 +1,13 @@
 package io.github.djlamp.amp.cast;
 
 import static org.junit.jupiter.api.Assertions.assertDoesNotThrow;
+import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.types.Shape;
+import ai.djl.nn.AbstractBlock;
 import ai.djl.nn.Activation;
 import ai.djl.nn.Block;
 import ai.djl.nn.LambdaBlock;
@@ -12,7 +15,11 @@ import ai.djl.nn.ParallelBlock;
 import ai.djl.nn.SequentialBlock;
 import ai.djl.nn.core.Linear;
 import ai.djl.nn.transformer.TransformerEncoderBlock;
+import ai.djl.training.ParameterStore;
+import ai.djl.util.PairList;
 import io.github.djlamp.amp.AmpException;
+import io.github.djlamp.amp.policy.CastCategory;
+import io.github.djlamp.amp.policy.LowPrecisionSafe;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
 import java.util.List;
 import org.junit.jupiter.api.Test;
@@ -133,5 +140,47 @@ class Bf16SafetyTest {
                         new MixedPrecisionBlock(
                                 softmaxInside(),
                                 PrecisionPolicy.parse("mixed_float16[path:=low]")));
+    }
+
+    /** A user's block whose author declares its forward safe in 16 bits. */
+    static final class Declared extends TestBlock implements LowPrecisionSafe {
+        Declared(Block child) {
+            addChildBlock("inner", child);
+        }
+    }
+
+    /** A user's block with no declaration. */
+    static class TestBlock extends AbstractBlock {
+        @Override
+        protected NDList forwardInternal(
+                ParameterStore store, NDList inputs, boolean training, PairList<String, Object> p) {
+            return inputs;
+        }
+
+        @Override
+        public Shape[] getOutputShapes(Shape[] inputShapes) {
+            return inputShapes;
+        }
+    }
+
+    @Test
+    void aBlockDeclaredLowPrecisionSafeComputesIn16BitsAndItsChildrenAreChecked() {
+        Block declared = new Declared(Linear.builder().setUnits(4).build());
+        assertEquals(CastCategory.LOW, PrecisionPolicy.mixedBfloat16().categoryOf(declared, ""));
+        assertEquals(CastCategory.FP32, PrecisionPolicy.float32().categoryOf(declared, ""));
+        assertEquals(
+                CastCategory.FP32,
+                PrecisionPolicy.mixedBfloat16().categoryOf(new TestBlock() {}, ""),
+                "undeclared: opaque, fp32");
+        assertDoesNotThrow(
+                () -> new MixedPrecisionBlock(declared, PrecisionPolicy.mixedBfloat16()));
+        Block hidingSoftmax = new Declared(new LambdaBlock(x -> new NDList(x.head().softmax(1))));
+        AmpException e =
+                assertThrows(
+                        AmpException.class,
+                        () ->
+                                new MixedPrecisionBlock(
+                                        hidingSoftmax, PrecisionPolicy.mixedBfloat16()));
+        assertTrue(e.getMessage().contains("inner"), e.getMessage());
     }
 }
