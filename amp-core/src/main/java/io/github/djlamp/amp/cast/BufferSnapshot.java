@@ -40,7 +40,7 @@ public final class BufferSnapshot {
      */
     synchronized void take(ParameterStore store, Block block, Device device) {
         if (runningStatistics == null) {
-            // the tree is fixed once built: find its running statistics once, not every step
+            // found once, not every step; forgetTree() when the tree changes
             runningStatistics = new ArrayList<>();
             for (Pair<String, Parameter> pair : block.getParameters()) {
                 Parameter.Type type = pair.getValue().getType();
@@ -72,6 +72,11 @@ public final class BufferSnapshot {
      */
     public synchronized void restore(AmpBackend backend) {
         backend.copy(live, saved);
+    }
+
+    /** Forgets the running statistics found in the tree: the user has changed the tree. */
+    synchronized void forgetTree() {
+        runningStatistics = null;
     }
 
     /** Frees this step's copies. */

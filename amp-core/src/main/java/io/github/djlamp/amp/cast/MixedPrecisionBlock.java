@@ -2,6 +2,7 @@ package io.github.djlamp.amp.cast;
 
 import ai.djl.Device;
 import ai.djl.MalformedModelException;
+import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
@@ -12,7 +13,9 @@ import ai.djl.nn.Parameter;
 import ai.djl.nn.ParameterList;
 import ai.djl.training.ParameterStore;
 import ai.djl.training.initializer.Initializer;
+import ai.djl.util.Pair;
 import ai.djl.util.PairList;
+import io.github.djlamp.amp.AmpException;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
 import io.github.djlamp.amp.spi.AmpBackend;
@@ -26,6 +29,8 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.Predicate;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * A block that computes in 16 bits while its parameters stay fp32 masters.
@@ -43,6 +48,8 @@ import java.util.function.Predicate;
  */
 public final class MixedPrecisionBlock implements Block {
 
+    private static final Logger logger = LoggerFactory.getLogger(MixedPrecisionBlock.class);
+
     private final Block original;
     private final PrecisionPolicy policy;
     private final MemoryLayout lowLayout;
@@ -51,6 +58,7 @@ public final class MixedPrecisionBlock implements Block {
     private volatile WeightCastCache cache;
     private volatile ParameterStore trainingStore;
     private volatile BufferSnapshot bufferSnapshot;
+    private volatile boolean mastersChecked;
 
     /**
      * Wraps a block.
@@ -165,6 +173,8 @@ public final class MixedPrecisionBlock implements Block {
             original.initialize(parameterStore.getManager(), DataType.FLOAT32, inputs.getShapes());
         }
         NDManager stepManager = inputs.head().getManager();
+        Resolved r = current(inputs.head().getDevice(), stepManager);
+        requireFp32Masters();
         if (training) {
             trainingStore = parameterStore;
             BufferSnapshot snapshot = bufferSnapshot;
@@ -172,16 +182,94 @@ public final class MixedPrecisionBlock implements Block {
                 snapshot.take(parameterStore, original, inputs.head().getDevice());
             }
         }
-        Resolved r = resolved(inputs.head().getDevice(), stepManager);
         Precision compute = r.policy.getComputePrecision();
         if (compute == Precision.FP32) {
             return original.forward(parameterStore, inputs, training, params);
         }
+        if (training) {
+            // the step's manager (the batch's in EasyTrain) is closed after the step
+            return runShadow(r, parameterStore, inputs, true, params, stepManager, compute);
+        }
+        // Inference: the input's manager may live long (a Predictor with a NoopTranslator, the
+        // user's own manager), so the per-call casts and 16-bit intermediates go on a manager of
+        // their own, freed here; only the outputs move to the input's manager.
+        try (NDManager call = stepManager.newSubManager()) {
+            NDList outputs = runShadow(r, parameterStore, inputs, false, params, call, compute);
+            for (NDArray output : outputs) {
+                if (output.getManager() == call) {
+                    output.attach(stepManager);
+                }
+            }
+            return outputs;
+        }
+    }
+
+    private NDList runShadow(
+            Resolved r,
+            ParameterStore parameterStore,
+            NDList inputs,
+            boolean training,
+            PairList<String, Object> params,
+            NDManager stepManager,
+            Precision compute) {
         CastingParameterStore casting =
                 new CastingParameterStore(
                         parameterStore, backend, cache, compute, lowLayout, stepManager);
         NDList outputs = r.shadow.forward(casting, inputs, training, params);
         return casting.toFp32(outputs);
+    }
+
+    /**
+     * Returns the resolved policy and shadow tree for a device, rebuilt when the user has changed
+     * the tree since (a new head after {@code removeLastBlock()} and {@code add(...)}).
+     */
+    private Resolved current(Device device, NDManager manager) {
+        Resolved r = resolved(device, manager);
+        if (r.structure.isCurrent()) {
+            return r;
+        }
+        synchronized (this) {
+            policy.validateAgainst(original);
+            resolved.clear();
+            mastersChecked = false;
+            if (bufferSnapshot != null) {
+                bufferSnapshot.forgetTree();
+            }
+        }
+        return resolved(device, manager);
+    }
+
+    /**
+     * Refuses 16-bit master weights: djl-amp keeps masters in fp32 and casts them itself, and
+     * 16-bit masters would lose every small update.
+     */
+    private void requireFp32Masters() {
+        if (mastersChecked) {
+            return;
+        }
+        for (Pair<String, Parameter> pair : original.getParameters()) {
+            Parameter parameter = pair.getValue();
+            if (!parameter.isInitialized()) {
+                continue;
+            }
+            Precision precision = backend.precisionOf(parameter.getArray());
+            if (precision == Precision.FP16 || precision == Precision.BF16) {
+                throw fp16Masters(
+                        "parameter '" + pair.getKey() + "' is " + precision.canonicalName());
+            }
+        }
+        mastersChecked = true;
+    }
+
+    private static AmpException fp16Masters(String what) {
+        return new AmpException(
+                "djl-amp needs fp32 master weights, but "
+                        + what
+                        + ": it keeps the parameters in fp32 and casts them to 16 bits for each"
+                        + " step itself, and 16-bit masters lose small updates. Remove"
+                        + " model.setDataType(DataType.FLOAT16) (or BFLOAT16) and load or"
+                        + " initialize the model in fp32; choose the compute precision with the"
+                        + " policy instead, e.g. Amp.wrap(block, \"mixed_float16\").");
     }
 
     private Resolved resolved(Device device, NDManager manager) {
@@ -204,8 +292,40 @@ public final class MixedPrecisionBlock implements Block {
                     DeviceCapabilities caps = backend.capabilities(d);
                     PrecisionPolicy concrete = policy.isAuto() ? policy.resolveAuto(caps) : policy;
                     DeviceSupport.check(concrete, caps);
-                    return new Resolved(concrete, ShadowTree.build(original, concrete));
+                    warnIfMostlyFp32(concrete);
+                    return new Resolved(
+                            concrete,
+                            ShadowTree.build(original, concrete),
+                            TreeStructure.of(original));
                 });
+    }
+
+    private void warnIfMostlyFp32(PrecisionPolicy concrete) {
+        if (concrete.getComputePrecision() == Precision.FP32) {
+            return;
+        }
+        PrecisionSummary summary = PrecisionSummary.of(original, concrete);
+        if (summary.isMostlyFp32()) {
+            logger.warn(
+                    "djl-amp: little of this model computes in {}; blocks djl-amp cannot look into"
+                            + " run in fp32 (implement io.github.djlamp.amp.policy.LowPrecisionSafe"
+                            + " on your own block, or override it as low under mixed_float16). {}",
+                    concrete.getComputePrecision().canonicalName(),
+                    summary);
+        } else if (logger.isDebugEnabled()) {
+            logger.debug("djl-amp: {}", summary);
+        }
+    }
+
+    /**
+     * Returns which precision each unit of the model computes in on a device, and why.
+     *
+     * @param device the device
+     * @param manager a manager of the engine, to find the engine layer
+     * @return the summary under the policy resolved for {@code device}
+     */
+    public PrecisionSummary getPrecisionSummary(Device device, NDManager manager) {
+        return PrecisionSummary.of(original, resolvePolicy(device, manager));
     }
 
     /** {@inheritDoc} */
@@ -229,6 +349,9 @@ public final class MixedPrecisionBlock implements Block {
     /** {@inheritDoc} */
     @Override
     public void initialize(NDManager manager, DataType dataType, Shape... inputShapes) {
+        if (dataType == DataType.FLOAT16 || dataType == DataType.BFLOAT16) {
+            throw fp16Masters("the model initializes its parameters as " + dataType);
+        }
         original.initialize(manager, dataType, inputShapes);
     }
 
@@ -309,6 +432,7 @@ public final class MixedPrecisionBlock implements Block {
     public void loadParameters(NDManager manager, DataInputStream is)
             throws IOException, MalformedModelException {
         original.loadParameters(manager, is);
+        mastersChecked = false;
     }
 
     /** {@inheritDoc} */
@@ -339,9 +463,12 @@ public final class MixedPrecisionBlock implements Block {
         final PrecisionPolicy policy;
         final Block shadow;
 
-        Resolved(PrecisionPolicy policy, Block shadow) {
+        final TreeStructure structure;
+
+        Resolved(PrecisionPolicy policy, Block shadow, TreeStructure structure) {
             this.policy = policy;
             this.shadow = shadow;
+            this.structure = structure;
         }
     }
 }

@@ -5,6 +5,7 @@ import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Block;
+import ai.djl.nn.Blocks;
 import ai.djl.nn.ParallelBlock;
 import ai.djl.nn.SequentialBlock;
 import ai.djl.util.Pair;
@@ -47,7 +48,11 @@ final class ShadowTree {
             return new Sequential().addAll(children);
         }
         if (block instanceof ParallelBlock) {
-            return new Parallel(joinOf((ParallelBlock) block), children);
+            ParallelBlock parallel = (ParallelBlock) block;
+            if (joinNeedsFp32(parallel, policy)) {
+                children = withFp32Outputs(children, path);
+            }
+            return new Parallel(joinOf(parallel), children);
         }
         throw new AmpException(
                 "The policy treats '"
@@ -59,15 +64,43 @@ final class ShadowTree {
     }
 
     /**
+     * Under bf16, a join of unknown content sees fp32 branch outputs: like any lambda it may call
+     * softmax or build {@code ones(shape, x.getDataType())}, and either terminates the JVM on a
+     * bf16 array in DJL 0.35.1. Known joins (the model zoo's) stay 16-bit.
+     */
+    static boolean joinNeedsFp32(ParallelBlock block, PrecisionPolicy policy) {
+        return policy.getComputePrecision() == Precision.BF16
+                && !DefaultCastRules.hasKnownJoin(block);
+    }
+
+    private static List<Block> withFp32Outputs(List<Block> branches, String path) {
+        List<Block> cast = new ArrayList<>(branches.size());
+        for (Block branch : branches) {
+            cast.add(
+                    new Sequential()
+                            .add(branch)
+                            .add(
+                                    new PrecisionStage(
+                                            Blocks.identityBlock(),
+                                            CastCategory.FP32,
+                                            path + " (join input)")));
+        }
+        return cast;
+    }
+
+    /**
      * Under bf16, only blocks djl-amp knows to be safe may see bf16 arrays: DJL 0.35.1 terminates
      * the JVM when softmax, logSoftmax or backward meet one, and an overridden block of unknown
-     * content may call them.
+     * content may call them. An override on a container reaches everything inside it, so all of it
+     * is checked, joins included.
      */
     private static void requireBf16Safe(
             Block block, String path, CastCategory category, PrecisionPolicy policy) {
-        if (policy.getComputePrecision() != Precision.BF16
-                || category == CastCategory.FP32
-                || DefaultCastRules.categoryOf(block) != CastCategory.FP32) {
+        if (policy.getComputePrecision() != Precision.BF16 || category == CastCategory.FP32) {
+            return;
+        }
+        String hazard = DefaultCastRules.bf16HazardIn(block, path);
+        if (hazard == null) {
             return;
         }
         throw new AmpException(
@@ -79,11 +112,12 @@ final class ShadowTree {
                         + block.getClass().getName()
                         + ") as "
                         + category.configName()
-                        + " in bfloat16, but djl-amp keeps it in fp32 ("
-                        + DefaultCastRules.reasonFor(block)
-                        + "): if it calls softmax or logSoftmax on a bf16 array, DJL 0.35.1's"
+                        + " in bfloat16, which reaches "
+                        + hazard
+                        + ": if it calls softmax or logSoftmax on a bf16 array, DJL 0.35.1's"
                         + " PyTorch engine terminates the JVM. Remove the override, or use"
-                        + " mixed_float16, where this block may run in 16 bits.");
+                        + " mixed_float16, where this block may run in 16 bits, or, for your own"
+                        + " block, implement io.github.djlamp.amp.policy.LowPrecisionSafe.");
     }
 
     @SuppressWarnings("unchecked")

@@ -25,6 +25,7 @@ import java.util.function.Predicate;
  * <tr><th>block</th><th>category</th></tr>
  * <tr><td>{@code SequentialBlock} or {@code ParallelBlock}, or a subclass that keeps their
  *     forward (such as model-zoo {@code Mlp})</td><td>CONTAINER</td></tr>
+ * <tr><td>a block implementing {@link LowPrecisionSafe}</td><td>LOW</td></tr>
  * <tr><td>{@code Convolution} (Conv1d, Conv2d, Conv3d)</td><td>LOW</td></tr>
  * <tr><td>{@code Deconvolution} (Conv1dTranspose, Conv2dTranspose)</td><td>FP32</td></tr>
  * <tr><td>{@code Linear}</td><td>LOW</td></tr>
@@ -59,6 +60,10 @@ public final class DefaultCastRules {
                             "SequentialBlock or ParallelBlock: runs its children one by one",
                             DefaultCastRules::isPlainContainer,
                             CastCategory.CONTAINER),
+                    new Rule(
+                            "declared LowPrecisionSafe by its author",
+                            b -> b instanceof LowPrecisionSafe,
+                            CastCategory.LOW),
                     new Rule(
                             "convolution: on autocast's lower-precision list",
                             b -> b instanceof Convolution,
@@ -136,6 +141,58 @@ public final class DefaultCastRules {
      */
     public static String reasonFor(Block block) {
         return ruleFor(block).reason;
+    }
+
+    /**
+     * Returns whether a ParallelBlock's join function is one djl-amp knows to be safe on 16-bit
+     * branch outputs (the model zoo's ResNetV1, GoogLeNet and SqueezeNet joins); any other join is
+     * code of unknown content, like an unknown lambda.
+     *
+     * @param block a ParallelBlock
+     * @return true for a known join
+     */
+    public static boolean hasKnownJoin(ParallelBlock block) {
+        return KnownLambdas.isKnownJoin(block);
+    }
+
+    /**
+     * Returns what makes running {@code block} as one bf16 unit unsafe, or null when nothing
+     * djl-amp can see does: every block it reaches must be one djl-amp runs in 16 bits by default
+     * (a convolution, a linear layer, BatchNorm, a known lambda, a block marked {@link
+     * LowPrecisionSafe}), and every ParallelBlock join it reaches must be a known one. Under bf16,
+     * DJL 0.35.1 terminates the JVM when softmax or logSoftmax meet a bf16 array, and code of
+     * unknown content may call them.
+     *
+     * @param block the block an override or a default would run in 16 bits
+     * @param path its path, for the message
+     * @return e.g. {@code "'01SequentialBlock/02LambdaBlock' (ai.djl.nn.LambdaBlock): lambda of
+     *     unknown content..."}, or null
+     */
+    public static String bf16HazardIn(Block block, String path) {
+        boolean container = isPlainContainer(block);
+        if (!container
+                && !(block instanceof LowPrecisionSafe)
+                && categoryOf(block) == CastCategory.FP32) {
+            return describe(block, path, reasonFor(block));
+        }
+        if (container && block instanceof ParallelBlock && !hasKnownJoin((ParallelBlock) block)) {
+            return describe(block, path, "its join function is code of unknown content");
+        }
+        for (ai.djl.util.Pair<String, Block> child : block.getChildren()) {
+            String hazard = bf16HazardIn(child.getValue(), BlockPaths.child(path, child.getKey()));
+            if (hazard != null) {
+                return hazard;
+            }
+        }
+        return null;
+    }
+
+    private static String describe(Block block, String path, String reason) {
+        return (path.isEmpty() ? "the root block" : "'" + path + "'")
+                + " ("
+                + block.getClass().getName()
+                + "): "
+                + reason;
     }
 
     private static Rule ruleFor(Block block) {

@@ -1,6 +1,7 @@
 package io.github.djlamp.amp.policy;
 
 import ai.djl.nn.LambdaBlock;
+import ai.djl.nn.ParallelBlock;
 import java.lang.reflect.Field;
 import java.util.Set;
 
@@ -64,15 +65,33 @@ final class KnownLambdas {
     private static final Set<String> RESHAPES = Set.of("batchFlatten", "identity");
 
     /**
-     * Model-zoo classes of DJL 0.35.1 whose own unnamed lambdas are all {@code Activation::relu}
-     * (read from their sources): ResNetV1 adds ReLU through {@code SequentialBlock.add(Function)},
-     * and Mlp's default activation is {@code Activation::relu}. A lambda written in another class
-     * (a user's activation passed to Mlp) is not covered.
+     * Model-zoo classes of DJL 0.35.1 whose own unnamed lambdas are all {@code Activation::relu} or
+     * {@code Activation::sigmoid} (read from their sources): they add activations through {@code
+     * SequentialBlock.add(Function)}, and Mlp's default activation is {@code Activation::relu}. A
+     * lambda written in another class (a user's activation passed to Mlp) is not covered.
      */
-    private static final Set<String> RELU_ONLY_CAPTURERS =
+    private static final Set<String> ACTIVATION_ONLY_CAPTURERS =
             Set.of(
                     "ai.djl.basicmodelzoo.cv.classification.ResNetV1",
-                    "ai.djl.basicmodelzoo.basic.Mlp");
+                    "ai.djl.basicmodelzoo.basic.Mlp",
+                    "ai.djl.basicmodelzoo.cv.classification.AlexNet",
+                    "ai.djl.basicmodelzoo.cv.classification.VGG",
+                    "ai.djl.basicmodelzoo.cv.classification.NiN",
+                    "ai.djl.basicmodelzoo.cv.classification.GoogLeNet",
+                    "ai.djl.basicmodelzoo.cv.classification.SqueezeNet",
+                    "ai.djl.basicmodelzoo.cv.classification.LeNet");
+
+    /**
+     * Model-zoo classes of DJL 0.35.1 whose ParallelBlock join functions are known (read from their
+     * sources): ResNetV1 adds its two branches and applies relu, GoogLeNet and SqueezeNet
+     * concatenate theirs on the channel axis. None calls softmax or makes arrays of its input's
+     * data type.
+     */
+    private static final Set<String> JOIN_CAPTURERS =
+            Set.of(
+                    "ai.djl.basicmodelzoo.cv.classification.ResNetV1",
+                    "ai.djl.basicmodelzoo.cv.classification.GoogLeNet",
+                    "ai.djl.basicmodelzoo.cv.classification.SqueezeNet");
 
     private KnownLambdas() {}
 
@@ -85,27 +104,41 @@ final class KnownLambdas {
                         || RESHAPES.contains(name))) {
             return true;
         }
-        return LambdaBlock.DEFAULT_NAME.equals(name) && isCapturedInReluOnlyClass(lambda);
+        return LambdaBlock.DEFAULT_NAME.equals(name)
+                && writtenIn(
+                        privateField(LambdaBlock.class, "lambda", lambda),
+                        ACTIVATION_ONLY_CAPTURERS);
     }
 
     /**
-     * Whether the function was written in one of {@link #RELU_ONLY_CAPTURERS}: a Java lambda's
-     * class is named after the class that wrote it ({@code ResNetV1$$Lambda...}).
+     * Returns whether the join function of {@code block} is one of the model zoo's known ones, safe
+     * on 16-bit branch outputs.
      */
-    private static boolean isCapturedInReluOnlyClass(LambdaBlock lambda) {
-        Object function;
+    static boolean isKnownJoin(ParallelBlock block) {
+        return writtenIn(privateField(ParallelBlock.class, "function", block), JOIN_CAPTURERS);
+    }
+
+    /** Reads a private field, or null where another DJL version has none: then unknown, safe. */
+    private static Object privateField(Class<?> owner, String name, Object instance) {
         try {
-            Field field = LambdaBlock.class.getDeclaredField("lambda");
+            Field field = owner.getDeclaredField(name);
             field.setAccessible(true);
-            function = field.get(lambda);
+            return field.get(instance);
         } catch (ReflectiveOperationException | RuntimeException e) {
-            return false; // another DJL version: treat it as unknown, which is safe
+            return null;
         }
+    }
+
+    /**
+     * Whether {@code function} was written in one of {@code classes}: a Java lambda's class is
+     * named after the class that wrote it ({@code ResNetV1$$Lambda...}).
+     */
+    private static boolean writtenIn(Object function, Set<String> classes) {
         if (function == null) {
             return false;
         }
         String className = function.getClass().getName();
         int marker = className.indexOf("$$Lambda");
-        return marker > 0 && RELU_ONLY_CAPTURERS.contains(className.substring(0, marker));
+        return marker > 0 && classes.contains(className.substring(0, marker));
     }
 }

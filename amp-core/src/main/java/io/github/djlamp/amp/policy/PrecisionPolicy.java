@@ -7,6 +7,7 @@ import java.util.Comparator;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Properties;
 import java.util.TreeMap;
 
 /**
@@ -150,6 +151,23 @@ public final class PrecisionPolicy {
      */
     public static PrecisionPolicy fromMap(Map<String, String> map) {
         return PolicyMaps.fromMap(map);
+    }
+
+    /**
+     * Reads the map form from {@link Properties}, e.g. a {@code .properties} file or {@code
+     * Model.getProperties()}: the same keys as {@link #fromMap(Map)}.
+     *
+     * @param properties the config entries; defaults of the {@code Properties} count too
+     * @return the policy
+     * @throws IllegalArgumentException as {@link #fromMap(Map)} does
+     */
+    public static PrecisionPolicy fromProperties(Properties properties) {
+        Objects.requireNonNull(properties, "properties");
+        Map<String, String> map = new LinkedHashMap<>();
+        for (String key : properties.stringPropertyNames()) {
+            map.put(key, properties.getProperty(key));
+        }
+        return fromMap(map);
     }
 
     /**

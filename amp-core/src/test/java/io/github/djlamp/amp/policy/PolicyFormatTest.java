@@ -9,6 +9,7 @@ import ai.djl.nn.core.Linear;
 import ai.djl.nn.norm.LayerNorm;
 import java.util.List;
 import java.util.Map;
+import java.util.Properties;
 import org.junit.jupiter.api.Test;
 
 class PolicyFormatTest {
@@ -169,6 +170,26 @@ class PolicyFormatTest {
                         Map.of(
                                 "policy", "FP16",
                                 "override.class.ai.djl.nn.SequentialBlock", "Fp32")));
+    }
+
+    @Test
+    void propertiesReadAsTheMapForm() throws Exception {
+        Properties file = new Properties();
+        file.load(
+                new java.io.StringReader(
+                        "policy=mixed_bfloat16\n"
+                                + "override.path.02SequentialBlock/01Linear=fp32\n"
+                                + "override.path.01Conv2d=pass_through\n"
+                                + "override.class.ai.djl.nn.norm.LayerNorm=low\n"
+                                + "override.class.io.github.djlamp.amp.policy.TestBlocks$MyLinear"
+                                + "=pass_through\n"));
+        assertEquals(WITH_OVERRIDES, PrecisionPolicy.fromProperties(file));
+        Properties withDefaults = new Properties(file);
+        assertEquals(
+                PrecisionPolicy.fromProperties(file), PrecisionPolicy.fromProperties(withDefaults));
+        assertThrows(
+                IllegalArgumentException.class,
+                () -> PrecisionPolicy.fromProperties(new Properties()));
     }
 
     @Test

@@ -8,9 +8,11 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
 /**
- * DJL's model-zoo ResNetV1 and Mlp, its transformer blocks, an LSTM and a user lambda that calls
- * softmax train and infer through djl-amp in bf16, and in fp16 on tiny shapes, without killing the
- * JVM: each runs in a child JVM, so a native crash fails its test instead of the build.
+ * DJL's model-zoo ResNetV1, SqueezeNet (known ParallelBlock joins) and Mlp, user joins that call
+ * softmax or build arrays of their input's data type, its transformer blocks, an LSTM and a user
+ * lambda that calls softmax train and infer through djl-amp in bf16, and in fp16 on tiny shapes,
+ * without killing the JVM: each runs in a child JVM, so a native crash fails its test instead of
+ * the build.
  */
 class ModelZooNoCrashTest {
 
@@ -34,6 +36,11 @@ class ModelZooNoCrashTest {
         "softmax-lambda, mixed_bfloat16, 2",
         "softmax-lambda, mixed_float16, 2",
         "softmax-lambda, auto, 2",
+        "softmax-join, mixed_bfloat16, 2",
+        "softmax-join, mixed_float16, 2",
+        "ones-join, mixed_bfloat16, 2",
+        "ones-join, mixed_float16, 2",
+        "squeezenet, mixed_bfloat16, 1",
     })
     void trainsAndInfersWithoutCrashing(String model, String policy, int steps) throws Exception {
         ForkedJvm.Result result = ForkedJvm.run(ZooScenarios.class, model, policy, "" + steps);

@@ -4,6 +4,7 @@ import ai.djl.Device;
 import ai.djl.Model;
 import ai.djl.basicmodelzoo.basic.Mlp;
 import ai.djl.basicmodelzoo.cv.classification.ResNetV1;
+import ai.djl.basicmodelzoo.cv.classification.SqueezeNet;
 import ai.djl.engine.Engine;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
@@ -14,6 +15,7 @@ import ai.djl.nn.Activation;
 import ai.djl.nn.Block;
 import ai.djl.nn.Blocks;
 import ai.djl.nn.LambdaBlock;
+import ai.djl.nn.ParallelBlock;
 import ai.djl.nn.SequentialBlock;
 import ai.djl.nn.core.Linear;
 import ai.djl.nn.recurrent.LSTM;
@@ -36,6 +38,7 @@ import io.github.djlamp.amp.scale.LossScaling;
 import io.github.djlamp.amp.train.AmpSession;
 import java.util.Arrays;
 import java.util.EnumMap;
+import java.util.List;
 import java.util.Map;
 import java.util.function.Function;
 
@@ -207,9 +210,47 @@ public final class ZooScenarios {
                                 .add(Linear.builder().setUnits(3).build()),
                         new Shape(4, 8),
                         3);
+            case "softmax-join":
+                // an attention-like ParallelBlock join: softmax on bf16 would terminate the JVM
+                return images(
+                        joined(
+                                list ->
+                                        new NDList(
+                                                list.get(0)
+                                                        .head()
+                                                        .add(list.get(1).head())
+                                                        .softmax(1))),
+                        new Shape(4, 8),
+                        3);
+            case "ones-join":
+                // a join that builds a mask of its input's data type: bf16 reads back as UNKNOWN
+                return images(
+                        joined(
+                                list -> {
+                                    NDArray a = list.get(0).head();
+                                    NDArray mask =
+                                            a.getManager().ones(a.getShape(), a.getDataType());
+                                    return new NDList(a.mul(mask).add(list.get(1).head()));
+                                }),
+                        new Shape(4, 8),
+                        3);
+            case "squeezenet":
+                return images(SqueezeNet.squeezenet(10), new Shape(2, 3, 64, 64), 10);
             default:
                 throw new IllegalArgumentException("no scenario " + name);
         }
+    }
+
+    private static Block joined(Function<List<NDList>, NDList> join) {
+        return new SequentialBlock()
+                .add(Linear.builder().setUnits(16).build())
+                .add(
+                        new ParallelBlock(
+                                join,
+                                List.of(
+                                        Linear.builder().setUnits(8).build(),
+                                        Linear.builder().setUnits(8).build())))
+                .add(Linear.builder().setUnits(3).build());
     }
 
     private static Scenario images(Block block, Shape shape, int classes) {

@@ -1,0 +1,242 @@
+package io.github.djlamp.amp.cast;
+
+import ai.djl.nn.Block;
+import ai.djl.nn.ParallelBlock;
+import ai.djl.nn.Parameter;
+import ai.djl.util.Pair;
+import io.github.djlamp.amp.policy.BlockPaths;
+import io.github.djlamp.amp.policy.CastCategory;
+import io.github.djlamp.amp.policy.DefaultCastRules;
+import io.github.djlamp.amp.policy.Precision;
+import io.github.djlamp.amp.policy.PrecisionPolicy;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Locale;
+
+/**
+ * Which precision each unit of a model computes in under a concrete policy, and why: what Keras
+ * shows as each layer's dtype policy. {@link MixedPrecisionBlock} logs it as a warning at the first
+ * forward when little or none of the model's parameters compute in 16 bits (a user's own block
+ * djl-amp cannot look into runs in fp32; see {@link io.github.djlamp.amp.policy.LowPrecisionSafe}).
+ *
+ * <p>Compute is measured by parameters: the share of the model's parameter elements that belong to
+ * units computing in the 16-bit precision.
+ */
+public final class PrecisionSummary {
+
+    /** Below this share of parameters in 16 bits, the first forward logs a warning. */
+    public static final double WARN_BELOW_LOW_SHARE = 0.5;
+
+    private final PrecisionPolicy policy;
+    private final List<Row> rows;
+    private final long lowParameters;
+    private final long allParameters;
+
+    private PrecisionSummary(PrecisionPolicy policy, List<Row> rows) {
+        this.policy = policy;
+        this.rows = Collections.unmodifiableList(rows);
+        long low = 0;
+        long all = 0;
+        for (Row row : rows) {
+            all += row.parameters;
+            low += row.category == CastCategory.LOW ? row.parameters : 0;
+        }
+        this.lowParameters = low;
+        this.allParameters = all;
+    }
+
+    /**
+     * Summarizes a block tree under a concrete policy.
+     *
+     * @param root the model's block (the original, not the wrapper)
+     * @param policy a policy that is not {@code auto}
+     * @return the summary; parameters not yet initialized count as 0
+     */
+    public static PrecisionSummary of(Block root, PrecisionPolicy policy) {
+        List<Row> rows = new ArrayList<>();
+        visit(root, "", policy, rows);
+        return new PrecisionSummary(policy, rows);
+    }
+
+    private static void visit(Block block, String path, PrecisionPolicy policy, List<Row> rows) {
+        CastCategory category = policy.categoryOf(block, path);
+        if (category != CastCategory.CONTAINER) {
+            boolean overridden =
+                    category != categoryWithoutOverrides(block, policy)
+                            || policy.getPathOverrides().containsKey(path);
+            String reason = overridden ? "override" : DefaultCastRules.reasonFor(block);
+            rows.add(new Row(path, block, category, parametersOf(block), reason));
+            return;
+        }
+        for (Pair<String, Block> child : block.getChildren()) {
+            visit(child.getValue(), BlockPaths.child(path, child.getKey()), policy, rows);
+        }
+        if (block instanceof ParallelBlock
+                && ShadowTree.joinNeedsFp32((ParallelBlock) block, policy)) {
+            rows.add(
+                    new Row(
+                            path.isEmpty() ? "(join)" : path + " (join)",
+                            block,
+                            CastCategory.FP32,
+                            0,
+                            "join function of unknown content: its inputs are cast to fp32"));
+        }
+    }
+
+    private static CastCategory categoryWithoutOverrides(Block block, PrecisionPolicy policy) {
+        return PrecisionPolicy.named(policy.getName()).categoryOf(block, null);
+    }
+
+    private static long parametersOf(Block block) {
+        long n = 0;
+        for (Pair<String, Parameter> pair : block.getParameters()) {
+            Parameter p = pair.getValue();
+            if (p.isInitialized()) {
+                n += p.getArray().size();
+            }
+        }
+        return n;
+    }
+
+    /**
+     * Returns one row per unit djl-amp runs as a whole, in tree order.
+     *
+     * @return the rows
+     */
+    public List<Row> getRows() {
+        return rows;
+    }
+
+    /**
+     * Returns the share of parameter elements in units computing in 16 bits.
+     *
+     * @return 0 to 1; 0 for a model without initialized parameters
+     */
+    public double getLowShare() {
+        return allParameters == 0 ? 0 : (double) lowParameters / allParameters;
+    }
+
+    /**
+     * Returns whether little or none of the model computes in 16 bits under a 16-bit policy.
+     *
+     * @return true when the share is below {@link #WARN_BELOW_LOW_SHARE}
+     */
+    public boolean isMostlyFp32() {
+        return policy.getComputePrecision() != Precision.FP32
+                && allParameters > 0
+                && getLowShare() < WARN_BELOW_LOW_SHARE;
+    }
+
+    /**
+     * Returns how many units compute in fp32 (joins of unknown content included).
+     *
+     * @return the count of FP32 rows
+     */
+    public int getFp32Units() {
+        int n = 0;
+        for (Row row : rows) {
+            n += row.category == CastCategory.FP32 ? 1 : 0;
+        }
+        return n;
+    }
+
+    /**
+     * Returns a table: path, class, precision, parameters and reason per unit.
+     *
+     * @return the table, one line per unit after a header line
+     */
+    @Override
+    public String toString() {
+        String low = policy.getComputePrecision().canonicalName();
+        StringBuilder sb =
+                new StringBuilder(
+                        String.format(
+                                Locale.ROOT,
+                                "%s: %.0f%% of %d parameters compute in %s; %d of %d units in fp32",
+                                policy,
+                                100 * getLowShare(),
+                                allParameters,
+                                low,
+                                getFp32Units(),
+                                rows.size()));
+        for (Row row : rows) {
+            String precision =
+                    row.category == CastCategory.LOW
+                            ? low
+                            : row.category == CastCategory.FP32 ? "fp32" : "as input";
+            sb.append(
+                    String.format(
+                            Locale.ROOT,
+                            "%n  %-40s %-28s %-8s %10d  %s",
+                            row.path.isEmpty() ? "(root)" : row.path,
+                            row.block.getClass().getSimpleName(),
+                            precision,
+                            row.parameters,
+                            row.reason));
+        }
+        return sb.toString();
+    }
+
+    /** One unit: a block djl-amp runs as a whole, or the join of a ParallelBlock. */
+    public static final class Row {
+        private final String path;
+        private final Block block;
+        private final CastCategory category;
+        private final long parameters;
+        private final String reason;
+
+        Row(String path, Block block, CastCategory category, long parameters, String reason) {
+            this.path = path;
+            this.block = block;
+            this.category = category;
+            this.parameters = parameters;
+            this.reason = reason;
+        }
+
+        /**
+         * Returns the unit's path ({@code "(join)"} appended for a join).
+         *
+         * @return the path
+         */
+        public String getPath() {
+            return path;
+        }
+
+        /**
+         * Returns the block.
+         *
+         * @return the block
+         */
+        public Block getBlock() {
+            return block;
+        }
+
+        /**
+         * Returns the unit's category under the policy.
+         *
+         * @return LOW, FP32 or PASS_THROUGH
+         */
+        public CastCategory getCategory() {
+            return category;
+        }
+
+        /**
+         * Returns the number of parameter elements of the unit.
+         *
+         * @return the count, 0 before initialization
+         */
+        public long getParameters() {
+            return parameters;
+        }
+
+        /**
+         * Returns why the unit has its category: an override, or the default rule.
+         *
+         * @return the reason
+         */
+        public String getReason() {
+            return reason;
+        }
+    }
+}

@@ -1,0 +1,100 @@
+package io.github.djlamp.amp.it;
+
+import ai.djl.Device;
+import ai.djl.engine.Engine;
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.DataType;
+import ai.djl.ndarray.types.Shape;
+import ai.djl.nn.AbstractBlock;
+import ai.djl.nn.Activation;
+import ai.djl.nn.Block;
+import ai.djl.nn.core.Linear;
+import ai.djl.training.ParameterStore;
+import ai.djl.util.PairList;
+import io.github.djlamp.amp.Amp;
+import io.github.djlamp.amp.cast.MixedPrecisionBlock;
+import io.github.djlamp.amp.cast.PrecisionSummary;
+import io.github.djlamp.amp.policy.LowPrecisionSafe;
+
+/**
+ * Child-JVM program for {@link CustomBlockTest}: a user's own {@link AbstractBlock} (a gated linear
+ * unit, the DJL idiom for anything not sequential), run once plain in fp32 and once wrapped. Prints
+ * both outputs' sums, the share of parameters in 16 bits and "OK" last; djl-amp's warnings reach
+ * the output through slf4j-simple.
+ *
+ * <p>Arguments: {@code opaque} or {@code marked} (implements {@link LowPrecisionSafe}), a policy.
+ */
+public final class CustomBlockScenario {
+
+    private static final Shape INPUT = new Shape(4, 16);
+
+    private CustomBlockScenario() {}
+
+    /**
+     * Runs the scenario.
+     *
+     * @param args variant and policy
+     */
+    public static void main(String[] args) {
+        boolean marked = "marked".equals(args[0]);
+        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+            float plain = run(marked ? new MarkedGatedUnit() : new GatedUnit(), null, manager);
+            float amp = run(marked ? new MarkedGatedUnit() : new GatedUnit(), args[1], manager);
+            System.out.println("plain " + plain);
+            System.out.println("amp " + amp);
+        }
+        System.out.println("OK");
+    }
+
+    private static float run(Block block, String policy, NDManager manager) {
+        Engine.getInstance().setRandomSeed(5);
+        Block model = policy == null ? block : Amp.wrap(block, policy);
+        model.initialize(manager, DataType.FLOAT32, INPUT);
+        NDArray x = manager.randomNormal(INPUT);
+        NDArray y = model.forward(new ParameterStore(manager, false), new NDList(x), false).head();
+        if (policy != null) {
+            PrecisionSummary summary =
+                    ((MixedPrecisionBlock) model).getPrecisionSummary(Device.cpu(), manager);
+            System.out.println("lowShare " + summary.getLowShare());
+        }
+        return y.sum().getFloat();
+    }
+
+    /** out = linearA(x) * sigmoid(linearB(x)). */
+    static class GatedUnit extends AbstractBlock {
+        private final Block a;
+        private final Block b;
+
+        GatedUnit() {
+            a = addChildBlock("a", Linear.builder().setUnits(32).build());
+            b = addChildBlock("b", Linear.builder().setUnits(32).build());
+        }
+
+        @Override
+        protected NDList forwardInternal(
+                ParameterStore store,
+                NDList inputs,
+                boolean training,
+                PairList<String, Object> params) {
+            NDArray left = a.forward(store, inputs, training).head();
+            NDArray gate = Activation.sigmoid(b.forward(store, inputs, training).head());
+            return new NDList(left.mul(gate));
+        }
+
+        @Override
+        public Shape[] getOutputShapes(Shape[] inputShapes) {
+            return a.getOutputShapes(inputShapes);
+        }
+
+        @Override
+        public void initializeChildBlocks(NDManager manager, DataType dataType, Shape... shapes) {
+            a.initialize(manager, dataType, shapes);
+            b.initialize(manager, dataType, shapes);
+        }
+    }
+
+    /** The same unit, declared safe for 16-bit compute by its author. */
+    static final class MarkedGatedUnit extends GatedUnit implements LowPrecisionSafe {}
+}

@@ -1,0 +1,123 @@
+package io.github.djlamp.amp.it;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import ai.djl.Model;
+import ai.djl.inference.Predictor;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.DataType;
+import ai.djl.ndarray.types.Shape;
+import ai.djl.nn.Activation;
+import ai.djl.nn.Block;
+import ai.djl.nn.SequentialBlock;
+import ai.djl.nn.core.Linear;
+import ai.djl.training.DefaultTrainingConfig;
+import ai.djl.training.ParameterStore;
+import ai.djl.training.Trainer;
+import ai.djl.training.loss.Loss;
+import ai.djl.translate.NoopTranslator;
+import io.github.djlamp.amp.Amp;
+import io.github.djlamp.amp.AmpException;
+import org.junit.jupiter.api.Test;
+
+/**
+ * What users do to a wrapped model after wrapping it: replace its head, set its data type, run it
+ * through a Predictor.
+ */
+class WrappedModelChangesTest {
+
+    private static final Shape INPUT = new Shape(2, 8);
+
+    private static SequentialBlock mlp() {
+        return new SequentialBlock()
+                .add(Linear.builder().setUnits(16).build())
+                .add(Activation.reluBlock())
+                .add(Linear.builder().setUnits(3).build());
+    }
+
+    @Test
+    void aReplacedHeadIsWhatTheWrappedForwardRuns() {
+        SequentialBlock original = mlp();
+        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+            Block wrapped = Amp.wrap(original, "mixed_bfloat16");
+            wrapped.initialize(manager, DataType.FLOAT32, INPUT);
+            ParameterStore store = new ParameterStore(manager, false);
+            NDList x = new NDList(manager.randomNormal(INPUT));
+            assertEquals(new Shape(2, 3), wrapped.forward(store, x, false).head().getShape());
+
+            original.removeLastBlock();
+            original.add(Linear.builder().setUnits(5).build());
+            original.getChildren()
+                    .get(2)
+                    .getValue()
+                    .initialize(manager, DataType.FLOAT32, new Shape(2, 16));
+            NDList y = wrapped.forward(store, x, false);
+            assertEquals(new Shape(2, 5), y.head().getShape(), "the new head ran");
+            assertEquals(DataType.FLOAT32, y.head().getDataType());
+        }
+    }
+
+    @Test
+    void float16MasterWeightsAreRefusedNamingTheFix() {
+        try (Model model = Model.newInstance("fp16-masters", "PyTorch")) {
+            model.setBlock(Amp.wrap(mlp(), "mixed_float16"));
+            model.setDataType(DataType.FLOAT16);
+            try (Trainer trainer =
+                    model.newTrainer(
+                            Amp.configure(
+                                    new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss()),
+                                    model.getBlock()))) {
+                AmpException e = assertThrows(AmpException.class, () -> trainer.initialize(INPUT));
+                assertTrue(e.getMessage().contains("model.setDataType"), e.getMessage());
+            }
+        }
+    }
+
+    @Test
+    void float16MastersInitializedBeforeWrappingAreRefusedAtTheFirstForward() {
+        SequentialBlock original = mlp();
+        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+            original.initialize(manager, DataType.FLOAT16, INPUT);
+            Block wrapped = Amp.wrap(original, "mixed_bfloat16");
+            NDList x = new NDList(manager.randomNormal(INPUT));
+            AmpException e =
+                    assertThrows(
+                            AmpException.class,
+                            () -> wrapped.forward(new ParameterStore(manager, false), x, false));
+            assertTrue(e.getMessage().contains("fp32 master weights"), e.getMessage());
+        }
+    }
+
+    @Test
+    void aPredictorWithANoopTranslatorLeavesNoMoreArraysPerCallThanPlainDjl() throws Exception {
+        int plain = arraysLeftPerCall(mlp());
+        int wrapped = arraysLeftPerCall(Amp.wrap(mlp(), "mixed_bfloat16"));
+        assertTrue(
+                wrapped <= plain,
+                "arrays left on the caller's manager per call: wrapped "
+                        + wrapped
+                        + ", plain DJL "
+                        + plain);
+    }
+
+    private static int arraysLeftPerCall(Block block) throws Exception {
+        int calls = 10;
+        try (Model model = Model.newInstance("predictor", "PyTorch")) {
+            model.setBlock(block);
+            block.initialize(model.getNDManager(), DataType.FLOAT32, INPUT);
+            try (Predictor<NDList, NDList> predictor = model.newPredictor(new NoopTranslator());
+                    NDManager caller = model.getNDManager().newSubManager()) {
+                NDList x = new NDList(caller.randomNormal(INPUT));
+                predictor.predict(x); // warm-up
+                int before = caller.getManagedArrays().size();
+                for (int i = 0; i < calls; i++) {
+                    predictor.predict(x);
+                }
+                return (caller.getManagedArrays().size() - before) / calls;
+            }
+        }
+    }
+}
