@@ -136,7 +136,7 @@ final class ShadowTree {
 
     /**
      * A shadow ParallelBlock with the original's join function; drops its handles to the branch
-     * outputs once joined.
+     * outputs and the join's intermediates once joined.
      */
     private static final class Parallel extends ParallelBlock {
         private final Function<List<NDList>, NDList> join;
@@ -156,9 +156,7 @@ final class ShadowTree {
             for (Block child : children.values()) {
                 branches.add(child.forward(parameterStore, inputs, training, params));
             }
-            NDList joined = join.apply(branches);
-            IntermediateRelease.closeConsumed(branches, inputs, joined);
-            return joined;
+            return IntermediateRelease.join(join, branches, inputs);
         }
 
         @Override
