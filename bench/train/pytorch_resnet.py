@@ -316,6 +316,7 @@ def main():
         for k in args.variants.split(",")
         if k.strip()
     ]
+    ready_kib = None if cuda else rss_kib("VmRSS")
     for _ in range(args.warmup):
         for rig in rigs:
             rig.step()
@@ -329,6 +330,7 @@ def main():
         cpu_memory = {
             "method": "VmHWM of one step after warm-up, reset through /proc/self/clear_refs",
             "variant": rigs[0].key,
+            "readyRssKib": ready_kib,
             "beforeStepRssKib": before,
             "stepPeakKib": rss_kib("VmHWM"),
         }
