@@ -7,6 +7,9 @@ DJL one: softmax cross-entropy, SGD (learning rate 0.01, momentum 0.9), every va
 step by step with the order rotating each round. Writes the same JSON as `TrainBench throughput`.
 
 Run with Debian's interpreter, which has python3-torch: /usr/bin/python3 bench/train/pytorch_resnet.py
+On a GPU (`--device cuda`, bench/gpu/run-gpu.sh): model and data on the GPU, torch.cuda.synchronize()
+before every clock read, fp16 autocast with a GradScaler, and the peak device memory of the process
+(torch.cuda.max_memory_allocated/reserved, and cudaMemGetInfo as TrainBench reads it for DJL).
 """
 
 import argparse
@@ -31,15 +34,20 @@ NETWORKS = {
     # key: (layers, channels, height, width)
     "resnet18": (18, 1, 32, 32),
     "resnet50": (50, 3, 32, 32),
+    "resnet50-224": (50, 3, 224, 224),
 }
 
 VARIANTS = {
-    # key: (label, autocast to bf16, channels-last)
-    "pt-fp32": ("PyTorch fp32", False, False),
-    "pt-fp32-cl": ("PyTorch fp32, channels-last", False, True),
-    "pt-bf16-autocast": ("PyTorch bf16 autocast", True, False),
-    "pt-bf16-autocast-cl": ("PyTorch bf16 autocast, channels-last", True, True),
+    # key: (label, autocast dtype or None, channels-last)
+    "pt-fp32": ("PyTorch fp32", None, False),
+    "pt-fp32-cl": ("PyTorch fp32, channels-last", None, True),
+    "pt-bf16-autocast": ("PyTorch bf16 autocast", torch.bfloat16, False),
+    "pt-bf16-autocast-cl": ("PyTorch bf16 autocast, channels-last", torch.bfloat16, True),
+    # fp16 autocast with torch's GradScaler (dynamic loss scaling, its defaults); for GPUs
+    "pt-fp16-autocast": ("PyTorch fp16 autocast + GradScaler", torch.float16, False),
+    "pt-fp16-autocast-cl": ("PyTorch fp16 autocast + GradScaler, channels-last", torch.float16, True),
 }
+CPU_VARIANTS = "pt-fp32,pt-fp32-cl,pt-bf16-autocast,pt-bf16-autocast-cl"
 
 
 def batch_norm(channels, eps):
@@ -115,19 +123,27 @@ def resnet_v1(layers, channels, height):
 class Rig:
     """One network trained one way."""
 
-    def __init__(self, key, network, batch):
+    def __init__(self, key, network, batch, device="cpu"):
         self.key = key
-        self.label, self.autocast, self.channels_last = VARIANTS[key]
+        self.label, self.dtype, self.channels_last = VARIANTS[key]
         layers, channels, height, width = NETWORKS[network]
         self.shape = (batch, channels, height, width)
         self.batch = batch
-        self.model = resnet_v1(layers, channels, height)
+        self.device = torch.device(device)
+        self.model = resnet_v1(layers, channels, height).to(self.device)
         if self.channels_last:
             self.model = self.model.to(memory_format=torch.channels_last)
         self.model.train()
         self.optimizer = torch.optim.SGD(
             self.model.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM
         )
+        self.scaler = None
+        if self.dtype == torch.float16:
+            self.scaler = grad_scaler(self.device.type)
+
+    def synchronize(self):
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
 
     def parameter_count(self):
         return sum(p.numel() for p in self.model.parameters() if p.requires_grad)
@@ -144,26 +160,67 @@ class Rig:
         With a dict for phases, adds the seconds of forward (with the loss), backward and the
         optimizer step (with zero_grad) to its lists.
         """
-        x = torch.rand(self.shape)
+        x = torch.rand(self.shape, device=self.device)
         if self.channels_last:
             x = x.to(memory_format=torch.channels_last)
-        y = torch.randint(0, CLASSES, (self.batch,))
+        y = torch.randint(0, CLASSES, (self.batch,), device=self.device)
+        self.synchronize()
         start = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.autocast):
+        with torch.autocast(
+            self.device.type, dtype=self.dtype or torch.bfloat16, enabled=self.dtype is not None
+        ):
             out = self.model(x)
             loss = F.cross_entropy(out, y)
+        if phases is not None:
+            self.synchronize()
         forward_end = time.perf_counter()
-        loss.backward()
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+        else:
+            loss.backward()
+        if phases is not None:
+            self.synchronize()
         backward_end = time.perf_counter()
-        self.optimizer.step()
+        if self.scaler is not None:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         del out, loss
+        self.synchronize()
         end = time.perf_counter()
         if phases is not None:
             phases.setdefault("forward", []).append(forward_end - start)
             phases.setdefault("backward", []).append(backward_end - forward_end)
             phases.setdefault("step", []).append(end - backward_end)
         return end - start
+
+
+def grad_scaler(device_type):
+    """torch's GradScaler with its defaults (2^16, x2 after 2000 clean steps, x0.5 on Inf/NaN)."""
+    if hasattr(torch, "amp") and hasattr(torch.amp, "GradScaler"):
+        return torch.amp.GradScaler(device_type)
+    return torch.cuda.amp.GradScaler()
+
+
+def device_used_bytes(device):
+    """Memory in use on the GPU, cudaMemGetInfo's total - free: what TrainBench reads for DJL."""
+    free, total = torch.cuda.mem_get_info(device)
+    return total - free
+
+
+def rss_kib(field):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise ValueError("no " + field + " in /proc/self/status")
+
+
+def reset_peak_rss():
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
 
 
 def load_averages():
@@ -206,11 +263,34 @@ def debian_version():
         return "unknown"
 
 
+def framework_version(device):
+    if device.startswith("cuda"):
+        return "PyTorch %s, CUDA %s, cuDNN %s, %s" % (
+            torch.__version__,
+            torch.version.cuda,
+            torch.backends.cudnn.version(),
+            torch.cuda.get_device_name(torch.device(device)),
+        )
+    return "PyTorch %s (Debian python3-torch %s)" % (torch.__version__, debian_version())
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--network", default="resnet18", choices=sorted(NETWORKS))
     parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument(
+        "--variants",
+        default=None,
+        help="comma-separated (default: all on cuda; the fp32 and bf16 ones on cpu): "
+        + ",".join(VARIANTS),
+    )
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (cuda:N)")
+    parser.add_argument(
+        "--memory",
+        action="store_true",
+        help="on cpu: also the peak resident size of one step after warm-up (VmHWM reset first);"
+        " meaningful with one variant a process",
+    )
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps per variant")
     parser.add_argument("--steps", type=int, default=20, help="timed steps per variant")
     parser.add_argument("--threads", type=int, default=os.cpu_count())
@@ -220,27 +300,57 @@ def main():
 
     torch.manual_seed(1)
     torch.set_num_threads(args.threads)
+    cuda = args.device.startswith("cuda")
+    if args.variants is None:
+        args.variants = ",".join(VARIANTS) if cuda else CPU_VARIANTS
     load_before = load_averages()
     other_load = OtherLoad()
-    rigs = [Rig(k.strip(), args.network, args.batch) for k in args.variants.split(",") if k.strip()]
+    baseline = None
+    if cuda:
+        torch.zeros(1, device=args.device)  # the CUDA context, before any model
+        torch.cuda.synchronize(args.device)
+        baseline = device_used_bytes(args.device)
+        peak_used = baseline
+    rigs = [
+        Rig(k.strip(), args.network, args.batch, args.device)
+        for k in args.variants.split(",")
+        if k.strip()
+    ]
+    ready_kib = None if cuda else rss_kib("VmRSS")
     for _ in range(args.warmup):
         for rig in rigs:
             rig.step()
+            if cuda:
+                peak_used = max(peak_used, device_used_bytes(args.device))
+    cpu_memory = None
+    if args.memory and not cuda:
+        before = rss_kib("VmRSS")
+        reset_peak_rss()
+        rigs[0].step()
+        cpu_memory = {
+            "method": "VmHWM of one step after warm-up, reset through /proc/self/clear_refs",
+            "variant": rigs[0].key,
+            "readyRssKib": ready_kib,
+            "beforeStepRssKib": before,
+            "stepPeakKib": rss_kib("VmHWM"),
+        }
     ms = [[0.0] * args.steps for _ in rigs]
     phases = [{} if args.phases else None for _ in rigs]
     for round_index in range(args.steps):
         for k in range(len(rigs)):
             index = (round_index + k) % len(rigs)
             ms[index][round_index] = rigs[index].step(phases[index]) * 1000
+            if cuda:
+                peak_used = max(peak_used, device_used_bytes(args.device))
 
     layers, channels, height, width = NETWORKS[args.network]
     result = {
         "framework": "PyTorch",
-        "frameworkVersion": "PyTorch %s (Debian python3-torch %s)"
-        % (torch.__version__, debian_version()),
+        "frameworkVersion": framework_version(args.device),
         "network": args.network,
         "description": "ResNetV1-%d, %dx%dx%d" % (layers, channels, height, width),
         "batch": args.batch,
+        "device": args.device,
         "threads": torch.get_num_threads(),
         "parameters": rigs[0].parameter_count(),
         "parameterShapes": rigs[0].parameter_shapes(),
@@ -253,6 +363,24 @@ def main():
             for rig, times in zip(rigs, ms)
         ],
     }
+    if cuda:
+        # one number for the whole process: run one variant a process to attribute it
+        result["deviceMemory"] = {
+            "method": "torch.cuda.max_memory_allocated/reserved; cudaMemGetInfo (total - free)"
+            " after every synchronized step minus the memory in use before the model was built,"
+            " as TrainBench reads it for DJL",
+            "device": args.device,
+            "maxAllocatedBytes": torch.cuda.max_memory_allocated(args.device),
+            "maxReservedBytes": torch.cuda.max_memory_reserved(args.device),
+            "baselineBytes": baseline,
+            "peakUsedBytes": peak_used,
+            "peakAboveBaselineBytes": peak_used - baseline,
+            "cudnnBenchmark": torch.backends.cudnn.benchmark,
+            "matmulTf32": torch.backends.cuda.matmul.allow_tf32,
+            "cudnnTf32": torch.backends.cudnn.allow_tf32,
+        }
+    if cpu_memory is not None:
+        result["processMemory"] = cpu_memory
     if args.phases:
         for variant, phase in zip(result["variants"], phases):
             variant["phasesMs"] = {

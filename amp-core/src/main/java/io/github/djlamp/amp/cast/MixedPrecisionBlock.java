@@ -216,7 +216,9 @@ public final class MixedPrecisionBlock implements Block {
                 new CastingParameterStore(
                         parameterStore, backend, cache, compute, lowLayout, stepManager);
         NDList outputs = r.shadow.forward(casting, inputs, training, params);
-        return casting.toFp32(outputs);
+        NDList fp32 = casting.toFp32(outputs);
+        IntermediateRelease.closeConsumed(outputs, inputs, fp32);
+        return fp32;
     }
 
     /**

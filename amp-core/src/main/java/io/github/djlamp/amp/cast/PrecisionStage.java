@@ -46,12 +46,26 @@ final class PrecisionStage extends AbstractBlock {
         CastingParameterStore casting = (CastingParameterStore) parameterStore;
         switch (category) {
             case LOW:
-                return inner.forward(casting, casting.toLow(inputs), training, params);
+                return forwardAndReleaseCasts(
+                        casting, casting.toLow(inputs), inputs, training, params);
             case FP32:
-                return inner.forward(casting.delegate(), casting.toFp32(inputs), training, params);
+                return forwardAndReleaseCasts(
+                        casting.delegate(), casting.toFp32(inputs), inputs, training, params);
             default:
                 return inner.forward(casting.delegate(), inputs, training, params);
         }
+    }
+
+    /** Runs the block on cast inputs, then drops the handles to the casts it has consumed. */
+    private NDList forwardAndReleaseCasts(
+            ParameterStore store,
+            NDList cast,
+            NDList inputs,
+            boolean training,
+            PairList<String, Object> params) {
+        NDList outputs = inner.forward(store, cast, training, params);
+        IntermediateRelease.closeConsumed(cast, inputs, outputs);
+        return outputs;
     }
 
     /** {@inheritDoc} */

@@ -8,7 +8,9 @@ import ai.djl.nn.Block;
 import ai.djl.nn.Blocks;
 import ai.djl.nn.ParallelBlock;
 import ai.djl.nn.SequentialBlock;
+import ai.djl.training.ParameterStore;
 import ai.djl.util.Pair;
+import ai.djl.util.PairList;
 import io.github.djlamp.amp.AmpException;
 import io.github.djlamp.amp.policy.BlockPaths;
 import io.github.djlamp.amp.policy.CastCategory;
@@ -135,8 +137,28 @@ final class ShadowTree {
         }
     }
 
-    /** A shadow SequentialBlock: initialized through the original, never by itself. */
+    /**
+     * A shadow SequentialBlock: initialized through the original, never by itself; drops its handle
+     * to each child's output once the next child has consumed it.
+     */
     private static final class Sequential extends SequentialBlock {
+        @Override
+        protected NDList forwardInternal(
+                ParameterStore parameterStore,
+                NDList inputs,
+                boolean training,
+                PairList<String, Object> params) {
+            NDList current = inputs;
+            for (Block child : children.values()) {
+                NDList next = child.forward(parameterStore, current, training);
+                if (current != inputs) {
+                    IntermediateRelease.closeConsumed(current, inputs, next);
+                }
+                current = next;
+            }
+            return current;
+        }
+
         @Override
         public boolean isInitialized() {
             return true;
@@ -146,10 +168,29 @@ final class ShadowTree {
         public void initialize(NDManager manager, DataType dataType, Shape... inputShapes) {}
     }
 
-    /** A shadow ParallelBlock with the original's join function. */
+    /**
+     * A shadow ParallelBlock with the original's join function; drops its handles to the branch
+     * outputs and the join's intermediates once joined.
+     */
     private static final class Parallel extends ParallelBlock {
+        private final Function<List<NDList>, NDList> join;
+
         Parallel(Function<List<NDList>, NDList> join, List<Block> children) {
             super(join, children);
+            this.join = join;
+        }
+
+        @Override
+        protected NDList forwardInternal(
+                ParameterStore parameterStore,
+                NDList inputs,
+                boolean training,
+                PairList<String, Object> params) {
+            List<NDList> branches = new ArrayList<>(children.size());
+            for (Block child : children.values()) {
+                branches.add(child.forward(parameterStore, inputs, training, params));
+            }
+            return IntermediateRelease.join(join, branches, inputs);
         }
 
         @Override

@@ -10,7 +10,9 @@ public enum Network {
     /** ResNetV1 with 18 layers on 1x32x32 images. */
     RESNET18("resnet18", 18, new Shape(1, 32, 32)),
     /** ResNetV1 with 50 layers on 3x32x32 images. */
-    RESNET50("resnet50", 50, new Shape(3, 32, 32));
+    RESNET50("resnet50", 50, new Shape(3, 32, 32)),
+    /** ResNetV1 with 50 layers on 3x224x224 images (ImageNet's size; the GPU benchmark). */
+    RESNET50_224("resnet50-224", 50, new Shape(3, 224, 224));
 
     /** The number of classes of every network. */
     public static final int CLASSES = 10;
@@ -87,6 +89,6 @@ public enum Network {
             }
         }
         throw new IllegalArgumentException(
-                "Unknown network '" + key + "'; use resnet18 or resnet50");
+                "Unknown network '" + key + "'; use resnet18, resnet50 or resnet50-224");
     }
 }

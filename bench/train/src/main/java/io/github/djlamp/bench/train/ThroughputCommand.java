@@ -35,8 +35,8 @@ final class ThroughputCommand implements Callable<Integer> {
             names = "--variants",
             defaultValue = "djl-fp32,djl-amp-bf16,djl-amp-bf16-nchw",
             description =
-                    "Comma-separated: djl-fp32, djl-amp-bf16, djl-amp-bf16-nchw,"
-                            + " djl-amp-fp32-dynamic.")
+                    "Comma-separated: djl-fp32, djl-amp-bf16, djl-amp-bf16-nchw, djl-amp-fp16,"
+                            + " djl-amp-fp16-nchw, djl-amp-fp32-dynamic.")
     String variants;
 
     @Option(names = "--warmup", defaultValue = "5", description = "Untimed steps per variant.")
@@ -63,12 +63,15 @@ final class ThroughputCommand implements Callable<Integer> {
         Load load = Load.start();
         List<TrainingRig> rigs = new ArrayList<>();
         try {
+            // on a GPU: the memory in use before any model exists (the CUDA context)
+            DeviceMemory memory = DeviceMemory.start(Engine.getInstance().defaultDevice());
             for (Variant v : list) {
                 rigs.add(TrainingRig.create(net, v, batch));
             }
             for (int i = 0; i < warmup; i++) {
                 for (TrainingRig rig : rigs) {
                     rig.step();
+                    sample(memory);
                 }
             }
             if (phases) {
@@ -81,6 +84,7 @@ final class ThroughputCommand implements Callable<Integer> {
                 for (int k = 0; k < rigs.size(); k++) {
                     int index = (round + k) % rigs.size();
                     ms[index][round] = rigs.get(index).step() / 1e6;
+                    sample(memory);
                 }
             }
             JsonObject json = new JsonObject();
@@ -94,6 +98,11 @@ final class ThroughputCommand implements Callable<Integer> {
             json.addProperty("network", net.key());
             json.addProperty("description", net.describe());
             json.addProperty("batch", batch);
+            json.addProperty("device", rigs.get(0).getDevice().toString());
+            if (memory != null) {
+                // one number for the whole JVM: run one variant a JVM to attribute it
+                json.add("deviceMemory", memory.toJson());
+            }
             json.addProperty("threads", JniUtils.getNumThreads());
             json.addProperty("parameters", rigs.get(0).parameterCount());
             json.addProperty("parameterShapes", rigs.get(0).parameterShapes());
@@ -151,6 +160,12 @@ final class ThroughputCommand implements Callable<Integer> {
             for (TrainingRig rig : rigs) {
                 rig.close();
             }
+        }
+    }
+
+    private static void sample(DeviceMemory memory) {
+        if (memory != null) {
+            memory.sample();
         }
     }
 

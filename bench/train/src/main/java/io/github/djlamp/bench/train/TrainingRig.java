@@ -1,5 +1,6 @@
 package io.github.djlamp.bench.train;
 
+import ai.djl.Device;
 import ai.djl.Model;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
@@ -142,11 +143,38 @@ public final class TrainingRig implements AutoCloseable {
      */
     public long step() {
         Batch batch = randomBatch();
+        synchronizeDevice();
         long start = System.nanoTime();
         EasyTrain.trainBatch(trainer, batch);
         trainer.step();
         batch.close();
+        synchronizeDevice();
         return System.nanoTime() - start;
+    }
+
+    /**
+     * On a GPU, waits until every queued kernel has run (as {@code torch.cuda.synchronize()}), so
+     * that a clock read afterwards covers the step's device work; on the CPU, where DJL's calls
+     * return when their work is done, does nothing.
+     */
+    void synchronizeDevice() {
+        if (!trainer.getManager().getDevice().isGpu()) {
+            return;
+        }
+        // A host read of a device value waits for the stream; the temporary manager frees the
+        // array and the host copy DJL attaches under it.
+        try (NDManager m = trainer.getManager().newSubManager()) {
+            m.zeros(new Shape(1)).toFloatArray();
+        }
+    }
+
+    /**
+     * Returns the device the rig trains on.
+     *
+     * @return the trainer's device
+     */
+    public Device getDevice() {
+        return trainer.getManager().getDevice();
     }
 
     /**

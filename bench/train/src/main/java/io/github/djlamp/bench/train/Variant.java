@@ -39,6 +39,22 @@ public enum Variant {
                     block, PrecisionPolicy.named("mixed_bfloat16"), MemoryLayout.PRESERVE);
         }
     },
+    /** djl-amp, policy mixed_float16 (dynamic loss scaling), channels-last 16-bit activations. */
+    AMP_FP16("djl-amp-fp16", "djl-amp fp16 dynamic scaling, channels-last (default)") {
+        @Override
+        Block wrap(Block block) {
+            return new MixedPrecisionBlock(block, PrecisionPolicy.named("mixed_float16"));
+        }
+    },
+    /** djl-amp, policy mixed_float16 (dynamic loss scaling), NCHW activations. */
+    AMP_FP16_NCHW(
+            "djl-amp-fp16-nchw", "djl-amp fp16 dynamic scaling, MemoryLayout.PRESERVE (NCHW)") {
+        @Override
+        Block wrap(Block block) {
+            return new MixedPrecisionBlock(
+                    block, PrecisionPolicy.named("mixed_float16"), MemoryLayout.PRESERVE);
+        }
+    },
     /**
      * djl-amp's machinery with fp32 compute: policy float32 and dynamic loss scaling, so the scaled
      * loss, the fused unscale-and-check, the scale update, the listener and the optimizer decorator

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import ai.djl.ndarray.types.Shape;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
 import io.github.djlamp.amp.policy.CastCategory;
 import io.github.djlamp.amp.policy.Precision;
@@ -42,6 +43,18 @@ class TrainingRigTest {
             MixedPrecisionBlock block =
                     (MixedPrecisionBlock) rig.getTrainer().getModel().getBlock();
             assertTrue(block.getCastCache().getCastsMade() > 0);
+        }
+    }
+
+    @Test
+    void ampFp16ComputesInFp16WithDynamicScaling() {
+        // fp16 is 10-200x slower than fp32 on this CPU: one step of a tiny batch
+        try (TrainingRig rig = TrainingRig.create(Network.RESNET18, Variant.AMP_FP16, 2)) {
+            rig.step();
+            AmpSession session = AmpSession.of(rig.getTrainer());
+            assertSame(Precision.FP16, session.getPolicy().getComputePrecision());
+            assertTrue(session.getScaler().getConfig().isEnabled());
+            assertEquals(1, session.getScaler().getSteps());
         }
     }
 
@@ -89,6 +102,10 @@ class TrainingRigTest {
         assertEquals(
                 List.of(Variant.FP32, Variant.AMP_BF16_NCHW),
                 Variant.listOf("djl-fp32, djl-amp-bf16-nchw"));
+        assertEquals(
+                List.of(Variant.AMP_FP16, Variant.AMP_FP16_NCHW),
+                Variant.listOf("djl-amp-fp16,djl-amp-fp16-nchw"));
+        assertEquals(new Shape(2, 3, 224, 224), Network.of("resnet50-224").inputShape(2));
         assertThrows(IllegalArgumentException.class, () -> Variant.of("fp16"));
         assertThrows(IllegalArgumentException.class, () -> Network.of("vgg"));
     }

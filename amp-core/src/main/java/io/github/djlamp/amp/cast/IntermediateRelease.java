@@ -1,0 +1,111 @@
+package io.github.djlamp.amp.cast;
+
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import java.util.Collections;
+import java.util.IdentityHashMap;
+import java.util.List;
+import java.util.Set;
+import java.util.function.Function;
+
+/**
+ * Drops djl-amp's own handles to the arrays one forward pass of the shadow tree made and no longer
+ * reads: the output of a stage once the next stage has consumed it, the cast copies a stage made of
+ * its inputs, the branch outputs of a parallel block and what its join function made on the way
+ * (ResNet's sum before the ReLU) once joined.
+ *
+ * <p>DJL attaches every intermediate array to the batch's manager and keeps it until {@code
+ * batch.close()}; a DJL handle owns a reference to the native tensor, so every activation of the
+ * forward pass stays allocated through backward, including those autograd does not save (a
+ * BatchNorm output consumed by a ReLU, a cast copy). Closing the handle drops only djl-amp's
+ * reference: autograd keeps its own on what backward needs, PyTorch frees the rest. Never closed: a
+ * container's inputs (its caller's), anything passed on to the next stage or returned, and
+ * parameters (stages never return them).
+ *
+ * <p>{@code -Ddjlamp.amp.releaseIntermediates=false} keeps every handle, as plain DJL does.
+ */
+final class IntermediateRelease {
+
+    /** The system property that turns the release off. */
+    static final String PROPERTY = "djlamp.amp.releaseIntermediates";
+
+    private IntermediateRelease() {}
+
+    static boolean enabled() {
+        return !"false".equalsIgnoreCase(System.getProperty(PROPERTY));
+    }
+
+    /**
+     * Closes every array of {@code consumed} that is in none of the lists to keep.
+     *
+     * @param consumed arrays made by this forward pass that were read and are not needed any more
+     * @param keep lists whose arrays must stay open: what the caller handed in, what goes on
+     */
+    static void closeConsumed(NDList consumed, NDList... keep) {
+        closeConsumed(Collections.singletonList(consumed), keep);
+    }
+
+    /**
+     * Closes every array of the {@code consumed} lists that is in none of the lists to keep.
+     *
+     * @param consumed lists of arrays made by this forward pass that are not needed any more
+     * @param keep lists whose arrays must stay open
+     */
+    static void closeConsumed(List<NDList> consumed, NDList... keep) {
+        if (!enabled()) {
+            return;
+        }
+        Set<NDArray> kept = Collections.newSetFromMap(new IdentityHashMap<>());
+        for (NDList list : keep) {
+            kept.addAll(list);
+        }
+        for (NDList list : consumed) {
+            for (NDArray array : list) {
+                if (kept.add(array)) { // once per array, even when a list holds it twice
+                    array.close();
+                }
+            }
+        }
+    }
+
+    /**
+     * Applies a parallel block's join to its branch outputs, then closes the branch outputs and
+     * every array the join made but did not return.
+     *
+     * <p>The branch outputs move to a scope manager for the join, so that what the join computes
+     * from them lands there too (a result lands on its first operand's manager); the joined arrays
+     * move back to the manager of the block's input before the scope closes.
+     *
+     * @param join the parallel block's join function
+     * @param branches the branch outputs, made by this forward pass
+     * @param inputs the parallel block's inputs (its caller's): never closed
+     * @return the joined arrays
+     */
+    static NDList join(Function<List<NDList>, NDList> join, List<NDList> branches, NDList inputs) {
+        if (!enabled() || inputs.isEmpty()) {
+            NDList joined = join.apply(branches);
+            closeConsumed(branches, inputs, joined);
+            return joined;
+        }
+        NDManager home = inputs.head().getManager();
+        Set<NDArray> callers = Collections.newSetFromMap(new IdentityHashMap<>());
+        callers.addAll(inputs);
+        try (NDManager scope = home.newSubManager()) {
+            for (NDList branch : branches) {
+                for (NDArray array : branch) {
+                    if (!callers.contains(array)) {
+                        array.attach(scope);
+                    }
+                }
+            }
+            NDList joined = join.apply(branches);
+            for (NDArray array : joined) {
+                if (array.getManager() == scope) {
+                    array.attach(home);
+                }
+            }
+            return joined;
+        }
+    }
+}
