@@ -219,7 +219,7 @@ public final class LossScaler implements AutoCloseable {
             }
             first = false;
         }
-        overflow = foundInf.getFloat() != 0f;
+        overflow = backend.readFloat(foundInf) != 0f;
         if (overflow && backoffWouldCollapse()) {
             // named now: the optimizer step that follows clears these gradients
             collapse =
@@ -313,9 +313,14 @@ public final class LossScaler implements AutoCloseable {
     private boolean anyLossNonFinite() {
         for (NDArray loss : lossesThisStep) {
             if (!loss.isReleased()) {
-                float value = loss.toType(DataType.FLOAT32, false).sum().getFloat();
-                if (!Float.isFinite(value)) {
-                    return true;
+                try (NDManager scratch = loss.getManager().newSubManager()) {
+                    NDArray asFloat = loss.toType(DataType.FLOAT32, true);
+                    asFloat.attach(scratch);
+                    NDArray sum = asFloat.sum();
+                    sum.attach(scratch);
+                    if (!Float.isFinite(backend.readFloat(sum))) {
+                        return true;
+                    }
                 }
             }
         }

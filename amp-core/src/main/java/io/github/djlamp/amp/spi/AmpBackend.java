@@ -74,6 +74,19 @@ public interface AmpBackend {
     void unscaleAndCheck(NDList gradients, NDArray foundInf, NDArray invScale);
 
     /**
+     * Reads the first element of an array on the host as a float, any precision, any device. The
+     * host copy is freed before this returns and nothing is attached to the array's manager: DJL's
+     * own {@code getFloat()} on a GPU array attaches its host copy to a new sub-manager of the
+     * array's manager that nothing closes (one array and one manager leaked per read on a
+     * long-lived manager). Every host read of a device value in djl-amp goes through here. It still
+     * waits for the device's queued work: keep it out of the per-step path where possible.
+     *
+     * @param array an array with at least one element
+     * @return its first element as a float
+     */
+    float readFloat(NDArray array);
+
+    /**
      * Copies each source into its destination in place, NaN and Inf included ({@code
      * torch._foreach_copy_}); used to restore state a skipped step must not change.
      *

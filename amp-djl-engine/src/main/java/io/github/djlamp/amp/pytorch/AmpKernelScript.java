@@ -40,9 +40,31 @@ final class AmpKernelScript {
                             + CLASS_NAME
                             + ", grads: List[Tensor],"
                             + " found_inf: Tensor, inv_scale: Tensor) -> None:",
-                    "    torch._amp_foreach_non_finite_check_and_unscale_(grads, found_inf,"
+                    "    fused: List[Tensor] = []",
+                    "    generic: List[Tensor] = []",
+                    "    for g in grads:",
+                    "      if g.dtype == " + BFLOAT16 + ":",
+                    "        generic.append(g)",
+                    "      else:",
+                    "        fused.append(g)",
+                    "    if len(fused) > 0:",
+                    "      torch._amp_foreach_non_finite_check_and_unscale_(fused, found_inf,"
                             + " inv_scale)",
+                    "    self.unscale_generic_(generic, found_inf, inv_scale)",
                     "    return None",
+                    // CUDA has no bf16 version of the fused kernel: the same result from generic
+                    // ops, still with no host read
+                    "  def unscale_generic_(self: __torch__."
+                            + CLASS_NAME
+                            + ", grads: List[Tensor],"
+                            + " found_inf: Tensor, inv_scale: Tensor) -> None:",
+                    "    for g in grads:",
+                    "      bad = torch.logical_not(torch.isfinite(g)).any()",
+                    "      found_inf.masked_fill_(bad, 1.0)",
+                    "      g.copy_(torch.to(g, " + FLOAT + ") * inv_scale.reshape([]))",
+                    "    return None",
+                    "  def to_host_(self: __torch__." + CLASS_NAME + ", x: Tensor) -> Tensor:",
+                    "    return torch.to(x.reshape([-1]), torch.device(\"cpu\"), 6, False, True)",
                     "  def copy_(self: __torch__."
                             + CLASS_NAME
                             + ", dst: List[Tensor], src: List[Tensor]) -> None:",

@@ -95,6 +95,29 @@ final class AmpKernels {
         }
     }
 
+    void unscaleGeneric(PtNDArray[] gradients, PtNDArray foundInf, PtNDArray invScale) {
+        try (IValue grads = IValue.listFrom(gradients);
+                IValue found = IValue.from(foundInf);
+                IValue inv = IValue.from(invScale);
+                IValue out = IValueUtils.runMethod(module, "unscale_generic_", grads, found, inv)) {
+            // In place; the result is None.
+        }
+    }
+
+    /**
+     * Reads the first element of an array as a float on the host. The host copy is made by the
+     * kernel module and lands on a scope closed here: DJL's own read of a device array copies
+     * through {@code toDevice}, which attaches the copy to a new sub-manager of the array's manager
+     * that nothing closes.
+     */
+    float readFloat(PtNDArray array) {
+        try (PtNDManager scope = (PtNDManager) manager.newSubManager(Device.cpu());
+                IValue in = IValue.from(array);
+                IValue out = IValueUtils.runMethod(module, "to_host_", in)) {
+            return out.toTensor(scope).getFloat(0);
+        }
+    }
+
     void copy(PtNDArray[] destinations, PtNDArray[] sources) {
         try (IValue dst = IValue.listFrom(destinations);
                 IValue src = IValue.listFrom(sources);

@@ -84,6 +84,30 @@ public final class PtAmpBackend implements AmpBackend {
                         requireScalarFp32(invScale, "invScale"));
     }
 
+    /**
+     * Runs the generic-ops route of {@link #unscaleAndCheck} (isfinite reduction and multiply) on
+     * every array whatever its precision; bf16 arrays always take it because CUDA has no bf16
+     * version of the fused kernel. For tests that compare both routes.
+     */
+    void unscaleAndCheckGeneric(NDList gradients, NDArray foundInf, NDArray invScale) {
+        kernels()
+                .unscaleGeneric(
+                        requirePyTorch(gradients),
+                        requireScalarFp32(foundInf, "foundInf"),
+                        requireScalarFp32(invScale, "invScale"));
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public float readFloat(NDArray array) {
+        if (array.size() < 1) {
+            throw new AmpException(
+                    "readFloat needs an array with at least one element, got shape "
+                            + array.getShape());
+        }
+        return kernels().readFloat(requirePyTorch(array));
+    }
+
     /** {@inheritDoc} */
     @Override
     public void copy(NDList destinations, NDList sources) {
