@@ -87,6 +87,53 @@ public interface AmpBackend {
     float readFloat(NDArray array);
 
     /**
+     * One fused SGD step over every parameter, skipped on the device when {@code foundInf} is
+     * non-zero (PyTorch's {@code _fused_sgd_}; no host read). DJL's semantics: {@code g' = g + wd
+     * w}; without momentum {@code w -= lr g'}; with momentum {@code b = momentum b + g'}, {@code w
+     * -= lr b} (for a constant learning rate the weights follow DJL's {@code Sgd} exactly; its
+     * momentum state is this one times lr). Every gradient is zeroed afterwards, skipped or not.
+     *
+     * @param weights the parameters, updated in place
+     * @param gradients their gradients, zeroed
+     * @param momentumBuffers one zero-initialised buffer per weight; empty when momentum is 0
+     * @param learningRate the learning rate
+     * @param weightDecay the L2 weight decay
+     * @param momentum the momentum, 0 for none
+     * @param foundInf a one-element FP32 array, non-zero to skip the step
+     */
+    void fusedSgdStep(
+            NDList weights,
+            NDList gradients,
+            NDList momentumBuffers,
+            float learningRate,
+            float weightDecay,
+            float momentum,
+            NDArray foundInf);
+
+    /**
+     * One fused Adam or AdamW step over every parameter with DJL's {@code Adam}/{@code AdamW}
+     * semantics, skipped on the device when {@code foundInf} is non-zero (PyTorch's {@code
+     * _fused_adam_}; no host read). {@code step} counts clean steps on the device and advances only
+     * when the step is not skipped. Every gradient is zeroed afterwards, skipped or not.
+     *
+     * @param weights the parameters, updated in place
+     * @param gradients their gradients, zeroed
+     * @param means the first moments, one zero-initialised array per weight
+     * @param variances the second moments, one zero-initialised array per weight
+     * @param step a one-element FLOAT64 array: the clean steps done so far
+     * @param settings learning rate, betas, epsilon, weight decay and its kind
+     * @param foundInf a one-element FP32 array, non-zero to skip the step
+     */
+    void fusedAdamStep(
+            NDList weights,
+            NDList gradients,
+            NDList means,
+            NDList variances,
+            NDArray step,
+            AdamSettings settings,
+            NDArray foundInf);
+
+    /**
      * Copies each source into its destination in place, NaN and Inf included ({@code
      * torch._foreach_copy_}); used to restore state a skipped step must not change.
      *

@@ -63,6 +63,51 @@ final class AmpKernelScript {
                     "      found_inf.masked_fill_(bad, 1.0)",
                     "      g.copy_(torch.to(g, " + FLOAT + ") * inv_scale.reshape([]))",
                     "    return None",
+                    "  def fused_sgd_(self: __torch__."
+                            + CLASS_NAME
+                            + ", params: List[Tensor], grads: List[Tensor], bufs: List[Tensor],"
+                            + " lr: float, weight_decay: float, momentum: float,"
+                            + " found_inf: Tensor) -> None:",
+                    "    skip = torch.to(torch.ne(found_inf, 0.0), " + FLOAT + ").reshape([])",
+                    "    torch._fused_sgd_(params, grads, bufs, weight_decay=weight_decay,"
+                            + " momentum=momentum, lr=lr, dampening=0.0, nesterov=False,"
+                            + " maximize=False, is_first_step=False, grad_scale=None,"
+                            + " found_inf=skip)",
+                    "    torch._foreach_zero_(grads)",
+                    "    return None",
+                    // DJL's Adam: w -= lr_t * m / (sqrt(v) + eps), lr_t = lr sqrt(1 - b2^t) / (1 -
+                    // b1^t). The kernel's own bias corrections are made 1 by a huge step count
+                    // and lr_t is handed over as a device tensor from a device step counter that
+                    // advances on clean steps only. DJL's AdamW decays by lr * wd before the
+                    // update, which the kernel's AdamW (lr_t * wd) does not: done here instead.
+                    "  def fused_adam_(self: __torch__."
+                            + CLASS_NAME
+                            + ", params: List[Tensor], grads: List[Tensor], exp_avgs:"
+                            + " List[Tensor], exp_avg_sqs: List[Tensor], step: Tensor, lr: float,"
+                            + " beta1: float, beta2: float, eps: float, weight_decay: float,"
+                            + " decoupled: bool, found_inf: Tensor) -> None:",
+                    "    skip = torch.to(torch.ne(found_inf, 0.0), " + FLOAT + ").reshape([])",
+                    "    clean = 1.0 - skip",
+                    "    step.add_(torch.to(clean, step.dtype))",
+                    "    t = torch.clamp_min(step.reshape([]), 1.0)",
+                    "    lr_t = lr * torch.sqrt(1.0 - torch.pow(beta2, t)) / (1.0 - torch.pow(beta1,"
+                            + " t))",
+                    "    l2 = weight_decay",
+                    "    if decoupled:",
+                    "      torch._foreach_mul_(params, 1.0 - clean * (lr * weight_decay))",
+                    "      l2 = 0.0",
+                    "    no_correction = torch.full_like(skip, 1.0e9)",
+                    "    kernel_steps: List[Tensor] = []",
+                    "    for p in params:",
+                    "      kernel_steps.append(no_correction)",
+                    "    empty: List[Tensor] = []",
+                    "    torch._fused_adam_(params, grads, exp_avgs, exp_avg_sqs, empty,"
+                            + " kernel_steps, lr=torch.to(lr_t, "
+                            + FLOAT
+                            + "), beta1=beta1, beta2=beta2, weight_decay=l2, eps=eps,"
+                            + " amsgrad=False, maximize=False, grad_scale=None, found_inf=skip)",
+                    "    torch._foreach_zero_(grads)",
+                    "    return None",
                     "  def to_host_(self: __torch__." + CLASS_NAME + ", x: Tensor) -> Tensor:",
                     "    return torch.to(x.reshape([-1]), torch.device(\"cpu\"), 6, False, True)",
                     "  def copy_(self: __torch__."

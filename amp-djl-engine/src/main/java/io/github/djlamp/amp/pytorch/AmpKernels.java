@@ -118,6 +118,69 @@ final class AmpKernels {
         }
     }
 
+    void fusedSgd(
+            PtNDArray[] weights,
+            PtNDArray[] gradients,
+            PtNDArray[] momentumBuffers,
+            double learningRate,
+            double weightDecay,
+            double momentum,
+            PtNDArray foundInf) {
+        try (IValue params = IValue.listFrom(weights);
+                IValue grads = IValue.listFrom(gradients);
+                IValue bufs = IValue.listFrom(momentumBuffers);
+                IValue lr = IValue.from(learningRate);
+                IValue wd = IValue.from(weightDecay);
+                IValue m = IValue.from(momentum);
+                IValue found = IValue.from(foundInf);
+                IValue out =
+                        IValueUtils.runMethod(
+                                module, "fused_sgd_", params, grads, bufs, lr, wd, m, found)) {
+            // In place; the result is None.
+        }
+    }
+
+    void fusedAdam(
+            PtNDArray[] weights,
+            PtNDArray[] gradients,
+            PtNDArray[] means,
+            PtNDArray[] variances,
+            PtNDArray step,
+            double[] hyper,
+            boolean decoupled,
+            PtNDArray foundInf) {
+        try (IValue params = IValue.listFrom(weights);
+                IValue grads = IValue.listFrom(gradients);
+                IValue m = IValue.listFrom(means);
+                IValue v = IValue.listFrom(variances);
+                IValue t = IValue.from(step);
+                IValue lr = IValue.from(hyper[0]);
+                IValue beta1 = IValue.from(hyper[1]);
+                IValue beta2 = IValue.from(hyper[2]);
+                IValue eps = IValue.from(hyper[3]);
+                IValue wd = IValue.from(hyper[4]);
+                IValue adamw = IValue.from(decoupled);
+                IValue found = IValue.from(foundInf);
+                IValue out =
+                        IValueUtils.runMethod(
+                                module,
+                                "fused_adam_",
+                                params,
+                                grads,
+                                m,
+                                v,
+                                t,
+                                lr,
+                                beta1,
+                                beta2,
+                                eps,
+                                wd,
+                                adamw,
+                                found)) {
+            // In place; the result is None.
+        }
+    }
+
     void copy(PtNDArray[] destinations, PtNDArray[] sources) {
         try (IValue dst = IValue.listFrom(destinations);
                 IValue src = IValue.listFrom(sources);

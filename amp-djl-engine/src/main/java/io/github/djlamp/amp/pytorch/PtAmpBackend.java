@@ -8,6 +8,7 @@ import ai.djl.ndarray.types.DataType;
 import ai.djl.pytorch.engine.PtNDArray;
 import io.github.djlamp.amp.AmpException;
 import io.github.djlamp.amp.policy.Precision;
+import io.github.djlamp.amp.spi.AdamSettings;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.DeviceCapabilities;
 import io.github.djlamp.amp.spi.MemoryLayout;
@@ -106,6 +107,91 @@ public final class PtAmpBackend implements AmpBackend {
                             + array.getShape());
         }
         return kernels().readFloat(requirePyTorch(array));
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public void fusedSgdStep(
+            NDList weights,
+            NDList gradients,
+            NDList momentumBuffers,
+            float learningRate,
+            float weightDecay,
+            float momentum,
+            NDArray foundInf) {
+        requireSameSize(weights, gradients, "gradients");
+        if (momentum != 0f) {
+            requireSameSize(weights, momentumBuffers, "momentum buffers");
+        } else if (!momentumBuffers.isEmpty()) {
+            throw new AmpException("SGD without momentum takes no momentum buffers");
+        }
+        if (weights.isEmpty()) {
+            return;
+        }
+        kernels()
+                .fusedSgd(
+                        requirePyTorch(weights),
+                        requirePyTorch(gradients),
+                        requirePyTorch(momentumBuffers),
+                        learningRate,
+                        weightDecay,
+                        momentum,
+                        requireScalarFp32(foundInf, "foundInf"));
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public void fusedAdamStep(
+            NDList weights,
+            NDList gradients,
+            NDList means,
+            NDList variances,
+            NDArray step,
+            AdamSettings settings,
+            NDArray foundInf) {
+        requireSameSize(weights, gradients, "gradients");
+        requireSameSize(weights, means, "first moments");
+        requireSameSize(weights, variances, "second moments");
+        if (step.getDataType() != DataType.FLOAT64 || step.size() != 1) {
+            throw new AmpException(
+                    "step must be a one-element FLOAT64 array, got "
+                            + step.getDataType()
+                            + " "
+                            + step.getShape());
+        }
+        if (weights.isEmpty()) {
+            return;
+        }
+        double[] hyper = {
+            settings.getLearningRate(),
+            settings.getBeta1(),
+            settings.getBeta2(),
+            settings.getEpsilon(),
+            settings.getWeightDecay()
+        };
+        kernels()
+                .fusedAdam(
+                        requirePyTorch(weights),
+                        requirePyTorch(gradients),
+                        requirePyTorch(means),
+                        requirePyTorch(variances),
+                        requirePyTorch(step),
+                        hyper,
+                        settings.isDecoupled(),
+                        requireScalarFp32(foundInf, "foundInf"));
+    }
+
+    private static void requireSameSize(NDList weights, NDList other, String what) {
+        if (weights.size() != other.size()) {
+            throw new AmpException(
+                    "A fused step needs one of the "
+                            + what
+                            + " per weight: got "
+                            + other.size()
+                            + " for "
+                            + weights.size()
+                            + " weights");
+        }
     }
 
     /** {@inheritDoc} */
