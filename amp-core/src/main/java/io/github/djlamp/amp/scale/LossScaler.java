@@ -103,6 +103,17 @@ public final class LossScaler implements AutoCloseable {
     }
 
     /**
+     * Returns the device flag of the current step, a 0-dimensional FP32 array owned by the scaler:
+     * non-zero after {@link #unscaleAndCheck(GradientSet, NDManager)} found Inf or NaN. Fused
+     * optimizer steps read it on the device to skip.
+     *
+     * @return the found-inf flag on the scaler's device
+     */
+    public NDArray getFoundInfArray() {
+        return foundInf;
+    }
+
+    /**
      * Returns the clean steps counted towards the next growth.
      *
      * @return the growth tracker
