@@ -5,6 +5,7 @@ import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import io.github.djlamp.amp.policy.Precision;
+import io.github.djlamp.amp.scale.LossScaling;
 
 /**
  * The engine-specific operations mixed precision needs and DJL's public API lacks.
@@ -171,6 +172,19 @@ public interface AmpBackend {
             double growthFactor,
             double backoffFactor,
             int growthInterval);
+
+    /**
+     * djl-amp's dynamic scale update decided on the device, with the host mirror's semantics
+     * (hysteresis, minimum and maximum, float64 arithmetic): on overflow the skip is counted and,
+     * after {@code hysteresis} overflows, the scale backs off, unless that would take it below the
+     * minimum, in which case the scale stays and {@code collapsed} is set to 1 for the host to
+     * report; a clean step counts towards growth, capped at the maximum. Nothing is read back.
+     *
+     * @param state the device state, updated in place
+     * @param foundInf a one-element FP32 array, non-zero when the step overflowed
+     * @param config the dynamic loss scaling configuration
+     */
+    void updateScaleWithHysteresis(DeviceScaleState state, NDArray foundInf, LossScaling config);
 
     /**
      * Returns what a device can compute usefully in reduced precision.

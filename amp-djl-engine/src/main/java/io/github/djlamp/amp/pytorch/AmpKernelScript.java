@@ -21,6 +21,9 @@ final class AmpKernelScript {
     /** PyTorch's ScalarType code of float32. */
     static final int FLOAT = 6;
 
+    /** PyTorch's ScalarType code of float64. */
+    static final int DOUBLE = 7;
+
     /** PyTorch's ScalarType code of bfloat16. */
     static final int BFLOAT16 = 15;
 
@@ -107,6 +110,44 @@ final class AmpKernelScript {
                             + "), beta1=beta1, beta2=beta2, weight_decay=l2, eps=eps,"
                             + " amsgrad=False, maximize=False, grad_scale=None, found_inf=skip)",
                     "    torch._foreach_zero_(grads)",
+                    "    return None",
+                    // djl-amp's scale update with hysteresis, min and max, decided on the device
+                    // in float64 arithmetic as the host mirror does it; a back-off below the
+                    // minimum leaves the scale and raises `collapsed` for the host to report
+                    "  def update_scale_hysteresis_(self: __torch__."
+                            + CLASS_NAME
+                            + ", scale: Tensor, tracker: Tensor, overflows: Tensor, skipped:"
+                            + " Tensor, collapsed: Tensor, found_inf: Tensor, growth_factor: float,"
+                            + " backoff_factor: float, growth_interval: int, hysteresis: int,"
+                            + " min_scale: float, max_scale: float) -> None:",
+                    "    found = torch.ne(found_inf.reshape([]), 0.0)",
+                    "    clean = torch.logical_not(found)",
+                    "    s32 = scale.reshape([])",
+                    "    s = torch.to(s32, " + DOUBLE + ")",
+                    "    t = tracker.reshape([])",
+                    "    o = overflows.reshape([])",
+                    "    backs_off = torch.logical_and(found, torch.ge(o + 1, hysteresis))",
+                    "    backed = torch.to(s * backoff_factor, " + FLOAT + ")",
+                    "    collapse = torch.logical_and(backs_off, torch.lt(backed, min_scale))",
+                    "    backs_off = torch.logical_and(backs_off, torch.logical_not(collapse))",
+                    "    grows = torch.logical_and(clean, torch.eq(t + 1, growth_interval))",
+                    "    growth = torch.where(torch.gt(s * growth_factor, max_scale), torch.div(torch.full_like(s, max_scale), s),"
+                            + " torch.full_like(s, growth_factor))",
+                    "    grown = torch.to(s * growth, " + FLOAT + ")",
+                    "    grown_ok = torch.logical_and(grows, torch.isfinite(grown))",
+                    "    new_scale = torch.where(backs_off, backed, torch.where(grown_ok, grown,"
+                            + " s32))",
+                    "    reset_o = torch.logical_or(backs_off, torch.logical_and(grown_ok,"
+                            + " torch.ne(grown, s32)))",
+                    "    new_o = torch.where(reset_o, torch.zeros_like(o), torch.where(found, o + 1,"
+                            + " o))",
+                    "    new_t = torch.where(torch.logical_or(found, grows), torch.zeros_like(t),"
+                            + " t + 1)",
+                    "    scale.copy_(new_scale.reshape(scale.shape))",
+                    "    tracker.copy_(new_t.reshape(tracker.shape))",
+                    "    overflows.copy_(new_o.reshape(overflows.shape))",
+                    "    skipped.add_(torch.to(found, skipped.dtype).reshape(skipped.shape))",
+                    "    collapsed.copy_(torch.to(collapse, collapsed.dtype).reshape(collapsed.shape))",
                     "    return None",
                     "  def to_host_(self: __torch__." + CLASS_NAME + ", x: Tensor) -> Tensor:",
                     "    return torch.to(x.reshape([-1]), torch.device(\"cpu\"), 6, False, True)",

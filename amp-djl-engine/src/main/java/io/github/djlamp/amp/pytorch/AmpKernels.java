@@ -181,6 +181,40 @@ final class AmpKernels {
         }
     }
 
+    void updateScaleWithHysteresis(
+            PtNDArray[] state, PtNDArray foundInf, double[] factors, long[] counts) {
+        try (IValue scale = IValue.from(state[0]);
+                IValue tracker = IValue.from(state[1]);
+                IValue overflows = IValue.from(state[2]);
+                IValue skipped = IValue.from(state[3]);
+                IValue collapsed = IValue.from(state[4]);
+                IValue found = IValue.from(foundInf);
+                IValue growth = IValue.from(factors[0]);
+                IValue backoff = IValue.from(factors[1]);
+                IValue interval = IValue.from(counts[0]);
+                IValue hysteresis = IValue.from(counts[1]);
+                IValue min = IValue.from(factors[2]);
+                IValue max = IValue.from(factors[3]);
+                IValue out =
+                        IValueUtils.runMethod(
+                                module,
+                                "update_scale_hysteresis_",
+                                scale,
+                                tracker,
+                                overflows,
+                                skipped,
+                                collapsed,
+                                found,
+                                growth,
+                                backoff,
+                                interval,
+                                hysteresis,
+                                min,
+                                max)) {
+            // In place; the result is None.
+        }
+    }
+
     void copy(PtNDArray[] destinations, PtNDArray[] sources) {
         try (IValue dst = IValue.listFrom(destinations);
                 IValue src = IValue.listFrom(sources);

@@ -8,9 +8,11 @@ import ai.djl.ndarray.types.DataType;
 import ai.djl.pytorch.engine.PtNDArray;
 import io.github.djlamp.amp.AmpException;
 import io.github.djlamp.amp.policy.Precision;
+import io.github.djlamp.amp.scale.LossScaling;
 import io.github.djlamp.amp.spi.AdamSettings;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.DeviceCapabilities;
+import io.github.djlamp.amp.spi.DeviceScaleState;
 import io.github.djlamp.amp.spi.MemoryLayout;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
@@ -241,6 +243,43 @@ public final class PtAmpBackend implements AmpBackend {
                         growthFactor,
                         backoffFactor,
                         growthInterval);
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public void updateScaleWithHysteresis(
+            DeviceScaleState state, NDArray foundInf, LossScaling config) {
+        PtNDArray[] arrays = {
+            requireScalarFp32(state.getScale(), "scale"),
+            requireScalar(state.getGrowthTracker(), DataType.INT32, "growthTracker"),
+            requireScalar(state.getOverflowsSinceChange(), DataType.INT32, "overflowsSinceChange"),
+            requireScalar(state.getSkippedSteps(), DataType.INT64, "skippedSteps"),
+            requireScalarFp32(state.getCollapsed(), "collapsed")
+        };
+        double[] factors = {
+            config.getGrowthFactor(),
+            config.getBackoffFactor(),
+            config.getMinScale(),
+            config.getMaxScale()
+        };
+        long[] counts = {config.getGrowthInterval(), config.getHysteresis()};
+        kernels()
+                .updateScaleWithHysteresis(
+                        arrays, requireScalarFp32(foundInf, "foundInf"), factors, counts);
+    }
+
+    private static PtNDArray requireScalar(NDArray array, DataType type, String what) {
+        if (array.getDataType() != type || array.size() != 1) {
+            throw new AmpException(
+                    what
+                            + " must be a one-element "
+                            + type
+                            + " array, got "
+                            + array.getDataType()
+                            + " "
+                            + array.getShape());
+        }
+        return requirePyTorch(array);
     }
 
     /** {@inheritDoc} */
