@@ -103,6 +103,17 @@ public final class LossScaler implements AutoCloseable {
     }
 
     /**
+     * Returns the device flag of the current step, a 0-dimensional FP32 array owned by the scaler:
+     * non-zero after {@link #unscaleAndCheck(GradientSet, NDManager)} found Inf or NaN. Fused
+     * optimizer steps read it on the device to skip.
+     *
+     * @return the found-inf flag on the scaler's device
+     */
+    public NDArray getFoundInfArray() {
+        return foundInf;
+    }
+
+    /**
      * Returns the clean steps counted towards the next growth.
      *
      * @return the growth tracker
@@ -219,7 +230,7 @@ public final class LossScaler implements AutoCloseable {
             }
             first = false;
         }
-        overflow = foundInf.getFloat() != 0f;
+        overflow = backend.readFloat(foundInf) != 0f;
         if (overflow && backoffWouldCollapse()) {
             // named now: the optimizer step that follows clears these gradients
             collapse =
@@ -314,9 +325,14 @@ public final class LossScaler implements AutoCloseable {
     private boolean anyLossNonFinite() {
         for (NDArray loss : lossesThisStep) {
             if (!loss.isReleased()) {
-                float value = loss.toType(DataType.FLOAT32, false).sum().getFloat();
-                if (!Float.isFinite(value)) {
-                    return true;
+                try (NDManager scratch = loss.getManager().newSubManager()) {
+                    NDArray asFloat = loss.toType(DataType.FLOAT32, true);
+                    asFloat.attach(scratch);
+                    NDArray sum = asFloat.sum();
+                    sum.attach(scratch);
+                    if (!Float.isFinite(backend.readFloat(sum))) {
+                        return true;
+                    }
                 }
             }
         }

@@ -5,6 +5,7 @@ import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import io.github.djlamp.amp.policy.Precision;
+import io.github.djlamp.amp.scale.LossScaling;
 
 /**
  * The engine-specific operations mixed precision needs and DJL's public API lacks.
@@ -74,6 +75,66 @@ public interface AmpBackend {
     void unscaleAndCheck(NDList gradients, NDArray foundInf, NDArray invScale);
 
     /**
+     * Reads the first element of an array on the host as a float, any precision, any device. The
+     * host copy is freed before this returns and nothing is attached to the array's manager: DJL's
+     * own {@code getFloat()} on a GPU array attaches its host copy to a new sub-manager of the
+     * array's manager that nothing closes (one array and one manager leaked per read on a
+     * long-lived manager). Every host read of a device value in djl-amp goes through here. It still
+     * waits for the device's queued work: keep it out of the per-step path where possible.
+     *
+     * @param array an array with at least one element
+     * @return its first element as a float
+     */
+    float readFloat(NDArray array);
+
+    /**
+     * One fused SGD step over every parameter, skipped on the device when {@code foundInf} is
+     * non-zero (PyTorch's {@code _fused_sgd_}; no host read). DJL's semantics: {@code g' = g + wd
+     * w}; without momentum {@code w -= lr g'}; with momentum {@code b = momentum b + g'}, {@code w
+     * -= lr b} (for a constant learning rate the weights follow DJL's {@code Sgd} exactly; its
+     * momentum state is this one times lr). Every gradient is zeroed afterwards, skipped or not.
+     *
+     * @param weights the parameters, updated in place
+     * @param gradients their gradients, zeroed
+     * @param momentumBuffers one zero-initialised buffer per weight; empty when momentum is 0
+     * @param learningRate the learning rate
+     * @param weightDecay the L2 weight decay
+     * @param momentum the momentum, 0 for none
+     * @param foundInf a one-element FP32 array, non-zero to skip the step
+     */
+    void fusedSgdStep(
+            NDList weights,
+            NDList gradients,
+            NDList momentumBuffers,
+            float learningRate,
+            float weightDecay,
+            float momentum,
+            NDArray foundInf);
+
+    /**
+     * One fused Adam or AdamW step over every parameter with DJL's {@code Adam}/{@code AdamW}
+     * semantics, skipped on the device when {@code foundInf} is non-zero (PyTorch's {@code
+     * _fused_adam_}; no host read). {@code step} counts clean steps on the device and advances only
+     * when the step is not skipped. Every gradient is zeroed afterwards, skipped or not.
+     *
+     * @param weights the parameters, updated in place
+     * @param gradients their gradients, zeroed
+     * @param means the first moments, one zero-initialised array per weight
+     * @param variances the second moments, one zero-initialised array per weight
+     * @param step a one-element FLOAT64 array: the clean steps done so far
+     * @param settings learning rate, betas, epsilon, weight decay and its kind
+     * @param foundInf a one-element FP32 array, non-zero to skip the step
+     */
+    void fusedAdamStep(
+            NDList weights,
+            NDList gradients,
+            NDList means,
+            NDList variances,
+            NDArray step,
+            AdamSettings settings,
+            NDArray foundInf);
+
+    /**
      * Copies each source into its destination in place, NaN and Inf included ({@code
      * torch._foreach_copy_}); used to restore state a skipped step must not change.
      *
@@ -111,6 +172,19 @@ public interface AmpBackend {
             double growthFactor,
             double backoffFactor,
             int growthInterval);
+
+    /**
+     * djl-amp's dynamic scale update decided on the device, with the host mirror's semantics
+     * (hysteresis, minimum and maximum, float64 arithmetic): on overflow the skip is counted and,
+     * after {@code hysteresis} overflows, the scale backs off, unless that would take it below the
+     * minimum, in which case the scale stays and {@code collapsed} is set to 1 for the host to
+     * report; a clean step counts towards growth, capped at the maximum. Nothing is read back.
+     *
+     * @param state the device state, updated in place
+     * @param foundInf a one-element FP32 array, non-zero when the step overflowed
+     * @param config the dynamic loss scaling configuration
+     */
+    void updateScaleWithHysteresis(DeviceScaleState state, NDArray foundInf, LossScaling config);
 
     /**
      * Returns what a device can compute usefully in reduced precision.

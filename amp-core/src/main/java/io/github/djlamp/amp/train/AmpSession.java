@@ -537,6 +537,18 @@ public final class AmpSession implements AutoCloseable {
         }
     }
 
+    /** The engine layer, for fused optimizer steps. */
+    AmpBackend getBackend() {
+        requireAttached();
+        return backend;
+    }
+
+    /** The number of devices the trainer trains on. */
+    int deviceCount() {
+        requireAttached();
+        return trainer.getDevices().length;
+    }
+
     /**
      * Tells the session a master weight changed, so its 16-bit casts are stale.
      *

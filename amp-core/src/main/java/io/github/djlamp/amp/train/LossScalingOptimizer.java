@@ -13,11 +13,24 @@ import java.util.Objects;
  * (moments, update counts) stay exactly as they were, and the gradient is cleared so it does not
  * add into the next step. Inside a gradient accumulation window nothing happens, so gradients add
  * up. After a real update, the weight's 16-bit casts are dropped.
+ *
+ * <p>With {@link #FUSED_PROPERTY} set, DJL's Sgd, Adam and AdamW with a fixed learning rate, on one
+ * device, run as one fused launch for all parameters that skips on the device ({@link
+ * FusedUpdate}); every other optimizer keeps its own per-parameter update.
  */
 public final class LossScalingOptimizer extends Optimizer {
 
     private final Optimizer inner;
+
+    /**
+     * The system property that turns on fused optimizer steps ({@code
+     * -Ddjlamp.fusedOptimizer=true}, read when the optimizer is wrapped). Off by default for now:
+     * the fused path keeps its own optimizer state, so DJL's optimizer object is no longer updated.
+     */
+    public static final String FUSED_PROPERTY = "djlamp.fusedOptimizer";
+
     private final AmpSession session;
+    private final FusedUpdate fused;
 
     /**
      * Wraps an optimizer.
@@ -33,6 +46,7 @@ public final class LossScalingOptimizer extends Optimizer {
             throw new IllegalArgumentException(
                     "The optimizer is already a LossScalingOptimizer; configure AMP once");
         }
+        this.fused = Boolean.getBoolean(FUSED_PROPERTY) ? FusedUpdate.plan(inner) : null;
     }
 
     /**
@@ -44,13 +58,31 @@ public final class LossScalingOptimizer extends Optimizer {
         return inner;
     }
 
+    /**
+     * Returns whether the updates run as one fused, device-skipping launch per step.
+     *
+     * @return true when fused
+     */
+    public boolean isFused() {
+        return fused != null;
+    }
+
     /** {@inheritDoc} */
     @Override
     public void update(String parameterId, NDArray weight, NDArray grad) {
         if (session.isAccumulating()) {
             return;
         }
-        if (session.isSkipping()) {
+        boolean skipping = session.isSkipping();
+        if (fused != null && session.deviceCount() == 1) {
+            // one launch for every parameter at the step's first call, skipped on the device
+            fused.update(session, weight.getDevice());
+            if (!skipping) {
+                session.weightUpdated(parameterId);
+            }
+            return;
+        }
+        if (skipping) {
             session.clearGradient(weight);
             return;
         }

@@ -21,6 +21,9 @@ final class AmpKernelScript {
     /** PyTorch's ScalarType code of float32. */
     static final int FLOAT = 6;
 
+    /** PyTorch's ScalarType code of float64. */
+    static final int DOUBLE = 7;
+
     /** PyTorch's ScalarType code of bfloat16. */
     static final int BFLOAT16 = 15;
 
@@ -40,9 +43,114 @@ final class AmpKernelScript {
                             + CLASS_NAME
                             + ", grads: List[Tensor],"
                             + " found_inf: Tensor, inv_scale: Tensor) -> None:",
-                    "    torch._amp_foreach_non_finite_check_and_unscale_(grads, found_inf,"
+                    "    fused: List[Tensor] = []",
+                    "    generic: List[Tensor] = []",
+                    "    for g in grads:",
+                    "      if g.dtype == " + BFLOAT16 + ":",
+                    "        generic.append(g)",
+                    "      else:",
+                    "        fused.append(g)",
+                    "    if len(fused) > 0:",
+                    "      torch._amp_foreach_non_finite_check_and_unscale_(fused, found_inf,"
                             + " inv_scale)",
+                    "    self.unscale_generic_(generic, found_inf, inv_scale)",
                     "    return None",
+                    // CUDA has no bf16 version of the fused kernel: the same result from generic
+                    // ops, still with no host read
+                    "  def unscale_generic_(self: __torch__."
+                            + CLASS_NAME
+                            + ", grads: List[Tensor],"
+                            + " found_inf: Tensor, inv_scale: Tensor) -> None:",
+                    "    for g in grads:",
+                    "      bad = torch.logical_not(torch.isfinite(g)).any()",
+                    "      found_inf.masked_fill_(bad, 1.0)",
+                    "      g.copy_(torch.to(g, " + FLOAT + ") * inv_scale.reshape([]))",
+                    "    return None",
+                    "  def fused_sgd_(self: __torch__."
+                            + CLASS_NAME
+                            + ", params: List[Tensor], grads: List[Tensor], bufs: List[Tensor],"
+                            + " lr: float, weight_decay: float, momentum: float,"
+                            + " found_inf: Tensor) -> None:",
+                    "    skip = torch.to(torch.ne(found_inf, 0.0), " + FLOAT + ").reshape([])",
+                    "    torch._fused_sgd_(params, grads, bufs, weight_decay=weight_decay,"
+                            + " momentum=momentum, lr=lr, dampening=0.0, nesterov=False,"
+                            + " maximize=False, is_first_step=False, grad_scale=None,"
+                            + " found_inf=skip)",
+                    "    torch._foreach_zero_(grads)",
+                    "    return None",
+                    // DJL's Adam: w -= lr_t * m / (sqrt(v) + eps), lr_t = lr sqrt(1 - b2^t) / (1 -
+                    // b1^t). The kernel's own bias corrections are made 1 by a huge step count
+                    // and lr_t is handed over as a device tensor from a device step counter that
+                    // advances on clean steps only. DJL's AdamW decays by lr * wd before the
+                    // update, which the kernel's AdamW (lr_t * wd) does not: done here instead.
+                    "  def fused_adam_(self: __torch__."
+                            + CLASS_NAME
+                            + ", params: List[Tensor], grads: List[Tensor], exp_avgs:"
+                            + " List[Tensor], exp_avg_sqs: List[Tensor], step: Tensor, lr: float,"
+                            + " beta1: float, beta2: float, eps: float, weight_decay: float,"
+                            + " decoupled: bool, found_inf: Tensor) -> None:",
+                    "    skip = torch.to(torch.ne(found_inf, 0.0), " + FLOAT + ").reshape([])",
+                    "    clean = 1.0 - skip",
+                    "    step.add_(torch.to(clean, step.dtype))",
+                    "    t = torch.clamp_min(step.reshape([]), 1.0)",
+                    "    lr_t = lr * torch.sqrt(1.0 - torch.pow(beta2, t)) / (1.0 - torch.pow(beta1,"
+                            + " t))",
+                    "    l2 = weight_decay",
+                    "    if decoupled:",
+                    "      torch._foreach_mul_(params, 1.0 - clean * (lr * weight_decay))",
+                    "      l2 = 0.0",
+                    "    no_correction = torch.full_like(skip, 1.0e9)",
+                    "    kernel_steps: List[Tensor] = []",
+                    "    for p in params:",
+                    "      kernel_steps.append(no_correction)",
+                    "    empty: List[Tensor] = []",
+                    "    torch._fused_adam_(params, grads, exp_avgs, exp_avg_sqs, empty,"
+                            + " kernel_steps, lr=torch.to(lr_t, "
+                            + FLOAT
+                            + "), beta1=beta1, beta2=beta2, weight_decay=l2, eps=eps,"
+                            + " amsgrad=False, maximize=False, grad_scale=None, found_inf=skip)",
+                    "    torch._foreach_zero_(grads)",
+                    "    return None",
+                    // djl-amp's scale update with hysteresis, min and max, decided on the device
+                    // in float64 arithmetic as the host mirror does it; a back-off below the
+                    // minimum leaves the scale and raises `collapsed` for the host to report
+                    "  def update_scale_hysteresis_(self: __torch__."
+                            + CLASS_NAME
+                            + ", scale: Tensor, tracker: Tensor, overflows: Tensor, skipped:"
+                            + " Tensor, collapsed: Tensor, found_inf: Tensor, growth_factor: float,"
+                            + " backoff_factor: float, growth_interval: int, hysteresis: int,"
+                            + " min_scale: float, max_scale: float) -> None:",
+                    "    found = torch.ne(found_inf.reshape([]), 0.0)",
+                    "    clean = torch.logical_not(found)",
+                    "    s32 = scale.reshape([])",
+                    "    s = torch.to(s32, " + DOUBLE + ")",
+                    "    t = tracker.reshape([])",
+                    "    o = overflows.reshape([])",
+                    "    backs_off = torch.logical_and(found, torch.ge(o + 1, hysteresis))",
+                    "    backed = torch.to(s * backoff_factor, " + FLOAT + ")",
+                    "    collapse = torch.logical_and(backs_off, torch.lt(backed, min_scale))",
+                    "    backs_off = torch.logical_and(backs_off, torch.logical_not(collapse))",
+                    "    grows = torch.logical_and(clean, torch.eq(t + 1, growth_interval))",
+                    "    growth = torch.where(torch.gt(s * growth_factor, max_scale), torch.div(torch.full_like(s, max_scale), s),"
+                            + " torch.full_like(s, growth_factor))",
+                    "    grown = torch.to(s * growth, " + FLOAT + ")",
+                    "    grown_ok = torch.logical_and(grows, torch.isfinite(grown))",
+                    "    new_scale = torch.where(backs_off, backed, torch.where(grown_ok, grown,"
+                            + " s32))",
+                    "    reset_o = torch.logical_or(backs_off, torch.logical_and(grown_ok,"
+                            + " torch.ne(grown, s32)))",
+                    "    new_o = torch.where(reset_o, torch.zeros_like(o), torch.where(found, o + 1,"
+                            + " o))",
+                    "    new_t = torch.where(torch.logical_or(found, grows), torch.zeros_like(t),"
+                            + " t + 1)",
+                    "    scale.copy_(new_scale.reshape(scale.shape))",
+                    "    tracker.copy_(new_t.reshape(tracker.shape))",
+                    "    overflows.copy_(new_o.reshape(overflows.shape))",
+                    "    skipped.add_(torch.to(found, skipped.dtype).reshape(skipped.shape))",
+                    "    collapsed.copy_(torch.to(collapse, collapsed.dtype).reshape(collapsed.shape))",
+                    "    return None",
+                    "  def to_host_(self: __torch__." + CLASS_NAME + ", x: Tensor) -> Tensor:",
+                    "    return torch.to(x.reshape([-1]), torch.device(\"cpu\"), 6, False, True)",
                     "  def copy_(self: __torch__."
                             + CLASS_NAME
                             + ", dst: List[Tensor], src: List[Tensor]) -> None:",

@@ -95,6 +95,126 @@ final class AmpKernels {
         }
     }
 
+    void unscaleGeneric(PtNDArray[] gradients, PtNDArray foundInf, PtNDArray invScale) {
+        try (IValue grads = IValue.listFrom(gradients);
+                IValue found = IValue.from(foundInf);
+                IValue inv = IValue.from(invScale);
+                IValue out = IValueUtils.runMethod(module, "unscale_generic_", grads, found, inv)) {
+            // In place; the result is None.
+        }
+    }
+
+    /**
+     * Reads the first element of an array as a float on the host. The host copy is made by the
+     * kernel module and lands on a scope closed here: DJL's own read of a device array copies
+     * through {@code toDevice}, which attaches the copy to a new sub-manager of the array's manager
+     * that nothing closes.
+     */
+    float readFloat(PtNDArray array) {
+        try (PtNDManager scope = (PtNDManager) manager.newSubManager(Device.cpu());
+                IValue in = IValue.from(array);
+                IValue out = IValueUtils.runMethod(module, "to_host_", in)) {
+            return out.toTensor(scope).getFloat(0);
+        }
+    }
+
+    void fusedSgd(
+            PtNDArray[] weights,
+            PtNDArray[] gradients,
+            PtNDArray[] momentumBuffers,
+            double learningRate,
+            double weightDecay,
+            double momentum,
+            PtNDArray foundInf) {
+        try (IValue params = IValue.listFrom(weights);
+                IValue grads = IValue.listFrom(gradients);
+                IValue bufs = IValue.listFrom(momentumBuffers);
+                IValue lr = IValue.from(learningRate);
+                IValue wd = IValue.from(weightDecay);
+                IValue m = IValue.from(momentum);
+                IValue found = IValue.from(foundInf);
+                IValue out =
+                        IValueUtils.runMethod(
+                                module, "fused_sgd_", params, grads, bufs, lr, wd, m, found)) {
+            // In place; the result is None.
+        }
+    }
+
+    void fusedAdam(
+            PtNDArray[] weights,
+            PtNDArray[] gradients,
+            PtNDArray[] means,
+            PtNDArray[] variances,
+            PtNDArray step,
+            double[] hyper,
+            boolean decoupled,
+            PtNDArray foundInf) {
+        try (IValue params = IValue.listFrom(weights);
+                IValue grads = IValue.listFrom(gradients);
+                IValue m = IValue.listFrom(means);
+                IValue v = IValue.listFrom(variances);
+                IValue t = IValue.from(step);
+                IValue lr = IValue.from(hyper[0]);
+                IValue beta1 = IValue.from(hyper[1]);
+                IValue beta2 = IValue.from(hyper[2]);
+                IValue eps = IValue.from(hyper[3]);
+                IValue wd = IValue.from(hyper[4]);
+                IValue adamw = IValue.from(decoupled);
+                IValue found = IValue.from(foundInf);
+                IValue out =
+                        IValueUtils.runMethod(
+                                module,
+                                "fused_adam_",
+                                params,
+                                grads,
+                                m,
+                                v,
+                                t,
+                                lr,
+                                beta1,
+                                beta2,
+                                eps,
+                                wd,
+                                adamw,
+                                found)) {
+            // In place; the result is None.
+        }
+    }
+
+    void updateScaleWithHysteresis(
+            PtNDArray[] state, PtNDArray foundInf, double[] factors, long[] counts) {
+        try (IValue scale = IValue.from(state[0]);
+                IValue tracker = IValue.from(state[1]);
+                IValue overflows = IValue.from(state[2]);
+                IValue skipped = IValue.from(state[3]);
+                IValue collapsed = IValue.from(state[4]);
+                IValue found = IValue.from(foundInf);
+                IValue growth = IValue.from(factors[0]);
+                IValue backoff = IValue.from(factors[1]);
+                IValue interval = IValue.from(counts[0]);
+                IValue hysteresis = IValue.from(counts[1]);
+                IValue min = IValue.from(factors[2]);
+                IValue max = IValue.from(factors[3]);
+                IValue out =
+                        IValueUtils.runMethod(
+                                module,
+                                "update_scale_hysteresis_",
+                                scale,
+                                tracker,
+                                overflows,
+                                skipped,
+                                collapsed,
+                                found,
+                                growth,
+                                backoff,
+                                interval,
+                                hysteresis,
+                                min,
+                                max)) {
+            // In place; the result is None.
+        }
+    }
+
     void copy(PtNDArray[] destinations, PtNDArray[] sources) {
         try (IValue dst = IValue.listFrom(destinations);
                 IValue src = IValue.listFrom(sources);

@@ -8,8 +8,11 @@ import ai.djl.ndarray.types.DataType;
 import ai.djl.pytorch.engine.PtNDArray;
 import io.github.djlamp.amp.AmpException;
 import io.github.djlamp.amp.policy.Precision;
+import io.github.djlamp.amp.scale.LossScaling;
+import io.github.djlamp.amp.spi.AdamSettings;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.DeviceCapabilities;
+import io.github.djlamp.amp.spi.DeviceScaleState;
 import io.github.djlamp.amp.spi.MemoryLayout;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
@@ -84,6 +87,115 @@ public final class PtAmpBackend implements AmpBackend {
                         requireScalarFp32(invScale, "invScale"));
     }
 
+    /**
+     * Runs the generic-ops route of {@link #unscaleAndCheck} (isfinite reduction and multiply) on
+     * every array whatever its precision; bf16 arrays always take it because CUDA has no bf16
+     * version of the fused kernel. For tests that compare both routes.
+     */
+    void unscaleAndCheckGeneric(NDList gradients, NDArray foundInf, NDArray invScale) {
+        kernels()
+                .unscaleGeneric(
+                        requirePyTorch(gradients),
+                        requireScalarFp32(foundInf, "foundInf"),
+                        requireScalarFp32(invScale, "invScale"));
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public float readFloat(NDArray array) {
+        if (array.size() < 1) {
+            throw new AmpException(
+                    "readFloat needs an array with at least one element, got shape "
+                            + array.getShape());
+        }
+        return kernels().readFloat(requirePyTorch(array));
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public void fusedSgdStep(
+            NDList weights,
+            NDList gradients,
+            NDList momentumBuffers,
+            float learningRate,
+            float weightDecay,
+            float momentum,
+            NDArray foundInf) {
+        requireSameSize(weights, gradients, "gradients");
+        if (momentum != 0f) {
+            requireSameSize(weights, momentumBuffers, "momentum buffers");
+        } else if (!momentumBuffers.isEmpty()) {
+            throw new AmpException("SGD without momentum takes no momentum buffers");
+        }
+        if (weights.isEmpty()) {
+            return;
+        }
+        kernels()
+                .fusedSgd(
+                        requirePyTorch(weights),
+                        requirePyTorch(gradients),
+                        requirePyTorch(momentumBuffers),
+                        learningRate,
+                        weightDecay,
+                        momentum,
+                        requireScalarFp32(foundInf, "foundInf"));
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public void fusedAdamStep(
+            NDList weights,
+            NDList gradients,
+            NDList means,
+            NDList variances,
+            NDArray step,
+            AdamSettings settings,
+            NDArray foundInf) {
+        requireSameSize(weights, gradients, "gradients");
+        requireSameSize(weights, means, "first moments");
+        requireSameSize(weights, variances, "second moments");
+        if (step.getDataType() != DataType.FLOAT64 || step.size() != 1) {
+            throw new AmpException(
+                    "step must be a one-element FLOAT64 array, got "
+                            + step.getDataType()
+                            + " "
+                            + step.getShape());
+        }
+        if (weights.isEmpty()) {
+            return;
+        }
+        double[] hyper = {
+            settings.getLearningRate(),
+            settings.getBeta1(),
+            settings.getBeta2(),
+            settings.getEpsilon(),
+            settings.getWeightDecay()
+        };
+        kernels()
+                .fusedAdam(
+                        requirePyTorch(weights),
+                        requirePyTorch(gradients),
+                        requirePyTorch(means),
+                        requirePyTorch(variances),
+                        requirePyTorch(step),
+                        hyper,
+                        settings.isDecoupled(),
+                        requireScalarFp32(foundInf, "foundInf"));
+    }
+
+    private static void requireSameSize(NDList weights, NDList other, String what) {
+        if (weights.size() != other.size()) {
+            throw new AmpException(
+                    "A fused step needs one of the "
+                            + what
+                            + " per weight: got "
+                            + other.size()
+                            + " for "
+                            + weights.size()
+                            + " weights");
+        }
+    }
+
     /** {@inheritDoc} */
     @Override
     public void copy(NDList destinations, NDList sources) {
@@ -131,6 +243,43 @@ public final class PtAmpBackend implements AmpBackend {
                         growthFactor,
                         backoffFactor,
                         growthInterval);
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public void updateScaleWithHysteresis(
+            DeviceScaleState state, NDArray foundInf, LossScaling config) {
+        PtNDArray[] arrays = {
+            requireScalarFp32(state.getScale(), "scale"),
+            requireScalar(state.getGrowthTracker(), DataType.INT32, "growthTracker"),
+            requireScalar(state.getOverflowsSinceChange(), DataType.INT32, "overflowsSinceChange"),
+            requireScalar(state.getSkippedSteps(), DataType.INT64, "skippedSteps"),
+            requireScalarFp32(state.getCollapsed(), "collapsed")
+        };
+        double[] factors = {
+            config.getGrowthFactor(),
+            config.getBackoffFactor(),
+            config.getMinScale(),
+            config.getMaxScale()
+        };
+        long[] counts = {config.getGrowthInterval(), config.getHysteresis()};
+        kernels()
+                .updateScaleWithHysteresis(
+                        arrays, requireScalarFp32(foundInf, "foundInf"), factors, counts);
+    }
+
+    private static PtNDArray requireScalar(NDArray array, DataType type, String what) {
+        if (array.getDataType() != type || array.size() != 1) {
+            throw new AmpException(
+                    what
+                            + " must be a one-element "
+                            + type
+                            + " array, got "
+                            + array.getDataType()
+                            + " "
+                            + array.getShape());
+        }
+        return requirePyTorch(array);
     }
 
     /** {@inheritDoc} */

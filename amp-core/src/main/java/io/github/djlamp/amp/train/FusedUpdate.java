@@ -1,0 +1,220 @@
+package io.github.djlamp.amp.train;
+
+import ai.djl.Device;
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.DataType;
+import ai.djl.ndarray.types.Shape;
+import ai.djl.nn.Parameter;
+import ai.djl.training.ParameterStore;
+import ai.djl.training.optimizer.Adam;
+import ai.djl.training.optimizer.AdamW;
+import ai.djl.training.optimizer.Optimizer;
+import ai.djl.training.optimizer.Sgd;
+import ai.djl.training.tracker.ParameterTracker;
+import ai.djl.training.tracker.Tracker;
+import ai.djl.util.Pair;
+import io.github.djlamp.amp.spi.AdamSettings;
+import io.github.djlamp.amp.spi.AmpBackend;
+import java.lang.reflect.Field;
+import java.util.HashMap;
+import java.util.Map;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * One fused optimizer launch for every parameter of a step, skipped on the device when the step's
+ * gradients overflowed, in place of DJL's one native update per parameter.
+ *
+ * <p>Covers DJL's {@link Sgd} (with and without momentum), {@link Adam} and {@link AdamW} with a
+ * fixed learning rate, no gradient clipping, rescaleGrad 1 and no begin-update offset, on one
+ * device; {@link #plan(Optimizer)} says why anything else keeps DJL's own per-parameter update. The
+ * optimizer's settings are read from DJL 0.35.1's private fields (DJL exposes none of them). The
+ * state (momentum, moments, Adam's step count) is this class's own: once fused, always fused.
+ */
+final class FusedUpdate {
+
+    private static final Logger logger = LoggerFactory.getLogger(FusedUpdate.class);
+
+    /** DJL's fixed learning rate tracker, a package-private class. */
+    private static final Class<?> FIXED_TRACKER = Tracker.fixed(1f).getClass();
+
+    private enum Kind {
+        SGD,
+        ADAM,
+        ADAMW
+    }
+
+    private final Kind kind;
+    private final float learningRate;
+    private final float weightDecay;
+    private final float momentum;
+    private final AdamSettings adam;
+    private final Map<String, NDArray[]> state = new HashMap<>();
+    private NDArray adamStep;
+    private long lastStep = Long.MIN_VALUE;
+
+    private FusedUpdate(Kind kind, float learningRate, float weightDecay, float momentum) {
+        this.kind = kind;
+        this.learningRate = learningRate;
+        this.weightDecay = weightDecay;
+        this.momentum = momentum;
+        this.adam = null;
+    }
+
+    private FusedUpdate(Kind kind, float lr, float wd, float beta1, float beta2, float eps) {
+        this.kind = kind;
+        this.learningRate = lr;
+        this.weightDecay = wd;
+        this.momentum = 0f;
+        this.adam = new AdamSettings(lr, beta1, beta2, eps, wd, kind == Kind.ADAMW);
+    }
+
+    /**
+     * Returns the fused update equivalent to {@code optimizer}, or null (logged with the reason)
+     * when its settings cannot be expressed by the fused kernels.
+     *
+     * @param optimizer DJL's optimizer
+     * @return the fused update, or null
+     */
+    static FusedUpdate plan(Optimizer optimizer) {
+        String reason = unsupported(optimizer);
+        if (reason != null) {
+            logger.info(
+                    "djl-amp keeps {}'s per-parameter update (one host read per step): {}",
+                    optimizer.getClass().getSimpleName(),
+                    reason);
+            return null;
+        }
+        try {
+            float lr =
+                    ((ParameterTracker) field(optimizer, "learningRateTracker")).getNewValue("", 1);
+            float wd = (float) field(optimizer, Optimizer.class, "weightDecays");
+            if (optimizer instanceof Sgd) {
+                return new FusedUpdate(Kind.SGD, lr, wd, (float) field(optimizer, "momentum"));
+            }
+            Kind kind = optimizer instanceof AdamW ? Kind.ADAMW : Kind.ADAM;
+            return new FusedUpdate(
+                    kind,
+                    lr,
+                    wd,
+                    (float) field(optimizer, "beta1"),
+                    (float) field(optimizer, "beta2"),
+                    (float) field(optimizer, "epsilon"));
+        } catch (ReflectiveOperationException | RuntimeException e) {
+            logger.info(
+                    "djl-amp keeps {}'s per-parameter update: its settings could not be read ({})",
+                    optimizer.getClass().getSimpleName(),
+                    e.toString());
+            return null;
+        }
+    }
+
+    private static String unsupported(Optimizer optimizer) {
+        Class<?> type = optimizer.getClass();
+        if (type != Sgd.class && type != Adam.class && type != AdamW.class) {
+            return "only DJL's Sgd, Adam and AdamW have fused versions";
+        }
+        try {
+            if (field(optimizer, "learningRateTracker").getClass() != FIXED_TRACKER) {
+                return "the learning rate tracker is not fixed (a schedule needs the host's count"
+                        + " of applied steps)";
+            }
+            if ((float) field(optimizer, Optimizer.class, "clipGrad") >= 0f) {
+                return "clipGrad is set";
+            }
+            if ((float) field(optimizer, Optimizer.class, "rescaleGrad") != 1f) {
+                return "rescaleGrad is not 1";
+            }
+            if ((int) field(optimizer, Optimizer.class, "beginNumUpdate") != 0) {
+                return "beginNumUpdate is not 0";
+            }
+        } catch (ReflectiveOperationException | RuntimeException e) {
+            return "its settings could not be read (" + e + ")";
+        }
+        return null;
+    }
+
+    private static Object field(Optimizer optimizer, String name)
+            throws ReflectiveOperationException {
+        return field(optimizer, optimizer.getClass(), name);
+    }
+
+    private static Object field(Optimizer optimizer, Class<?> owner, String name)
+            throws ReflectiveOperationException {
+        Field field = owner.getDeclaredField(name);
+        field.setAccessible(true);
+        return field.get(optimizer);
+    }
+
+    /**
+     * Runs the fused step for every parameter at the first call of a step; later calls of the same
+     * step do nothing.
+     *
+     * @param session the session, for the parameters, the backend and the overflow flag
+     * @param device the device of the weights
+     */
+    void update(AmpSession session, Device device) {
+        long step = session.getScaler().getSteps();
+        if (step == lastStep) {
+            return;
+        }
+        lastStep = step;
+        AmpBackend backend = session.getBackend();
+        NDArray foundInf = session.getScaler().getFoundInfArray();
+        ParameterStore store = session.getBlock().getTrainingStore();
+        try (NDManager scope = foundInf.getManager().newSubManager(device)) {
+            NDList weights = new NDList();
+            NDList grads = new NDList();
+            NDList first = new NDList();
+            NDList second = new NDList();
+            for (Pair<String, Parameter> pair : session.getBlock().getParameters()) {
+                Parameter parameter = pair.getValue();
+                if (!parameter.requiresGradient() || !parameter.isInitialized()) {
+                    continue;
+                }
+                NDArray weight =
+                        store != null
+                                ? store.getValue(parameter, device, true)
+                                : parameter.getArray();
+                NDArray grad = weight.getGradient();
+                grad.attach(scope);
+                weights.add(weight);
+                grads.add(grad);
+                NDArray[] buffers = state.computeIfAbsent(parameter.getId(), k -> newState(weight));
+                if (buffers.length > 0) {
+                    first.add(buffers[0]);
+                }
+                if (buffers.length > 1) {
+                    second.add(buffers[1]);
+                }
+            }
+            if (weights.isEmpty()) {
+                return;
+            }
+            if (kind == Kind.SGD) {
+                backend.fusedSgdStep(
+                        weights, grads, first, learningRate, weightDecay, momentum, foundInf);
+            } else {
+                if (adamStep == null) {
+                    // lives as long as the moments, on the model's manager
+                    adamStep =
+                            weights.get(0)
+                                    .getManager()
+                                    .zeros(new Shape(), DataType.FLOAT64, device);
+                }
+                backend.fusedAdamStep(weights, grads, first, second, adamStep, adam, foundInf);
+            }
+        }
+    }
+
+    private NDArray[] newState(NDArray weight) {
+        int count = kind == Kind.SGD ? (momentum == 0f ? 0 : 1) : 2;
+        NDArray[] buffers = new NDArray[count];
+        for (int i = 0; i < count; i++) {
+            buffers[i] = weight.zerosLike();
+        }
+        return buffers;
+    }
+}

@@ -1,0 +1,252 @@
+package io.github.djlamp.amp.pytorch;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.DataType;
+import ai.djl.ndarray.types.Shape;
+import ai.djl.training.optimizer.Optimizer;
+import ai.djl.training.tracker.Tracker;
+import io.github.djlamp.amp.AmpException;
+import io.github.djlamp.amp.spi.AdamSettings;
+import io.github.djlamp.amp.spi.AmpBackend;
+import io.github.djlamp.amp.spi.AmpBackends;
+import java.util.Random;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/**
+ * The fused, device-skipping optimizer steps against DJL's own optimizers: the same weights over
+ * several steps to within rounding, and a skipped step that changes nothing.
+ */
+class FusedOptimizerStepTest {
+
+    private static final Shape[] SHAPES = {new Shape(4, 3), new Shape(3), new Shape(2, 2, 2)};
+    private static final int STEPS = 6;
+    private static final float LR = 0.05f;
+    private static final float WD = 0.01f;
+
+    private NDManager manager;
+    private AmpBackend backend;
+    private Random random;
+
+    @BeforeEach
+    void setUp() {
+        manager = NDManager.newBaseManager("PyTorch");
+        backend = AmpBackends.forManager(manager);
+        random = new Random(42);
+    }
+
+    @AfterEach
+    void tearDown() {
+        manager.close();
+    }
+
+    private NDList randomArrays() {
+        NDList arrays = new NDList();
+        for (Shape shape : SHAPES) {
+            float[] values = new float[(int) shape.size()];
+            for (int i = 0; i < values.length; i++) {
+                values[i] = (float) random.nextGaussian();
+            }
+            arrays.add(manager.create(values, shape));
+        }
+        return arrays;
+    }
+
+    private static NDList copies(NDList arrays) {
+        NDList result = new NDList();
+        for (NDArray array : arrays) {
+            result.add(array.duplicate());
+        }
+        return result;
+    }
+
+    private static NDList zerosLike(NDList arrays) {
+        NDList result = new NDList();
+        for (NDArray array : arrays) {
+            result.add(array.zerosLike());
+        }
+        return result;
+    }
+
+    /** Runs DJL's optimizer and the fused step side by side on the same gradients. */
+    private void assertMatchesDjl(Optimizer djl, FusedStep fused) {
+        NDList djlWeights = randomArrays();
+        NDList fusedWeights = copies(djlWeights);
+        NDArray clean = manager.zeros(new Shape());
+        for (int step = 0; step < STEPS; step++) {
+            NDList grads = randomArrays();
+            NDList fusedGrads = copies(grads);
+            for (int i = 0; i < djlWeights.size(); i++) {
+                djl.update("p" + i, djlWeights.get(i), grads.get(i));
+            }
+            fused.step(fusedWeights, fusedGrads, clean);
+            for (int i = 0; i < djlWeights.size(); i++) {
+                float[] expected = djlWeights.get(i).toFloatArray();
+                float[] actual = fusedWeights.get(i).toFloatArray();
+                for (int j = 0; j < expected.length; j++) {
+                    assertEquals(
+                            expected[j],
+                            actual[j],
+                            1e-6f * Math.max(1f, Math.abs(expected[j])),
+                            "step " + step + ", weight " + i + ", element " + j);
+                }
+                assertEquals(0f, fusedGrads.get(i).abs().sum().getFloat(), "grads zeroed");
+            }
+        }
+    }
+
+    @FunctionalInterface
+    private interface FusedStep {
+        void step(NDList weights, NDList grads, NDArray foundInf);
+    }
+
+    private FusedStep sgd(float momentum) {
+        NDList[] buffers = new NDList[1];
+        return (weights, grads, found) -> {
+            if (buffers[0] == null) {
+                buffers[0] = momentum == 0f ? new NDList() : zerosLike(weights);
+            }
+            backend.fusedSgdStep(weights, grads, buffers[0], LR, WD, momentum, found);
+        };
+    }
+
+    private FusedStep adam(boolean decoupled, NDArray step) {
+        NDList[] moments = new NDList[2];
+        AdamSettings settings = new AdamSettings(LR, 0.9f, 0.999f, 1e-8f, WD, decoupled);
+        return (weights, grads, found) -> {
+            if (moments[0] == null) {
+                moments[0] = zerosLike(weights);
+                moments[1] = zerosLike(weights);
+            }
+            backend.fusedAdamStep(weights, grads, moments[0], moments[1], step, settings, found);
+        };
+    }
+
+    @ParameterizedTest
+    @ValueSource(floats = {0f, 0.9f})
+    void sgdMatchesDjlsSgd(float momentum) {
+        Optimizer djl =
+                Optimizer.sgd()
+                        .setLearningRateTracker(Tracker.fixed(LR))
+                        .optMomentum(momentum)
+                        .optWeightDecays(WD)
+                        .build();
+        assertMatchesDjl(djl, sgd(momentum));
+    }
+
+    @Test
+    void adamMatchesDjlsAdam() {
+        Optimizer djl =
+                Optimizer.adam()
+                        .optLearningRateTracker(Tracker.fixed(LR))
+                        .optWeightDecays(WD)
+                        .build();
+        NDArray step = manager.zeros(new Shape(), DataType.FLOAT64);
+        assertMatchesDjl(djl, adam(false, step));
+        assertEquals(STEPS, step.getDouble());
+    }
+
+    @Test
+    void adamWMatchesDjlsAdamW() {
+        Optimizer djl =
+                Optimizer.adamW()
+                        .optLearningRateTracker(Tracker.fixed(LR))
+                        .optWeightDecays(WD)
+                        .build();
+        NDArray step = manager.zeros(new Shape(), DataType.FLOAT64);
+        assertMatchesDjl(djl, adam(true, step));
+    }
+
+    private static NDList snapshot(NDList arrays) {
+        return copies(arrays);
+    }
+
+    private static void assertBitwiseEqual(NDList before, NDList after, String what) {
+        for (int i = 0; i < before.size(); i++) {
+            assertArrayEquals(
+                    before.get(i).toByteArray(), after.get(i).toByteArray(), what + " " + i);
+        }
+    }
+
+    private NDList nonFiniteGrads() {
+        NDList grads = randomArrays();
+        grads.set(0, grads.get(0).add(Float.NaN));
+        grads.set(1, grads.get(1).add(Float.POSITIVE_INFINITY));
+        return grads;
+    }
+
+    private void assertZeroed(NDList grads) {
+        for (NDArray grad : grads) {
+            assertArrayEquals(new float[(int) grad.size()], grad.toFloatArray(), "grad cleared");
+        }
+    }
+
+    @ParameterizedTest
+    @ValueSource(floats = {0f, 0.9f})
+    void aSkippedSgdStepChangesNothingAndClearsTheGradients(float momentum) {
+        NDList weights = randomArrays();
+        NDList buffers = momentum == 0f ? new NDList() : zerosLike(weights);
+        NDArray clean = manager.zeros(new Shape());
+        backend.fusedSgdStep(weights, randomArrays(), buffers, LR, WD, momentum, clean);
+        NDList weightsBefore = snapshot(weights);
+        NDList buffersBefore = snapshot(buffers);
+        NDList grads = nonFiniteGrads();
+        NDArray found = manager.ones(new Shape());
+        backend.fusedSgdStep(weights, grads, buffers, LR, WD, momentum, found);
+        assertBitwiseEqual(weightsBefore, weights, "weight");
+        assertBitwiseEqual(buffersBefore, buffers, "momentum");
+        assertZeroed(grads);
+    }
+
+    @ParameterizedTest
+    @ValueSource(booleans = {false, true})
+    void aSkippedAdamStepChangesNothingAndClearsTheGradients(boolean decoupled) {
+        NDList weights = randomArrays();
+        NDList means = zerosLike(weights);
+        NDList variances = zerosLike(weights);
+        NDArray step = manager.zeros(new Shape(), DataType.FLOAT64);
+        AdamSettings settings = new AdamSettings(LR, 0.9f, 0.999f, 1e-8f, WD, decoupled);
+        NDArray clean = manager.zeros(new Shape());
+        backend.fusedAdamStep(weights, randomArrays(), means, variances, step, settings, clean);
+        NDList before = snapshot(weights);
+        NDList meansBefore = snapshot(means);
+        NDList variancesBefore = snapshot(variances);
+        NDList grads = nonFiniteGrads();
+        // a merged flag from two devices may read 2: still a skip
+        NDArray found = manager.full(new Shape(), 2f);
+        backend.fusedAdamStep(weights, grads, means, variances, step, settings, found);
+        assertBitwiseEqual(before, weights, "weight");
+        assertBitwiseEqual(meansBefore, means, "first moment");
+        assertBitwiseEqual(variancesBefore, variances, "second moment");
+        assertEquals(1.0, step.getDouble(), "the step counter did not advance");
+        assertZeroed(grads);
+    }
+
+    @Test
+    void mismatchedListsAreRejectedWithTheirNames() {
+        NDList weights = randomArrays();
+        NDList grads = new NDList(weights.get(0));
+        AmpException e =
+                assertThrows(
+                        AmpException.class,
+                        () ->
+                                backend.fusedSgdStep(
+                                        weights,
+                                        grads,
+                                        new NDList(),
+                                        LR,
+                                        0f,
+                                        0f,
+                                        manager.zeros(new Shape())));
+        assertEquals(true, e.getMessage().contains("gradients"), e.getMessage());
+    }
+}
