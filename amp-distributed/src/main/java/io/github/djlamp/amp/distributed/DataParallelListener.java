@@ -1,0 +1,66 @@
+package io.github.djlamp.amp.distributed;
+
+import ai.djl.ndarray.NDArray;
+import ai.djl.nn.Parameter;
+import ai.djl.training.Trainer;
+import ai.djl.training.listener.TrainingListenerAdapter;
+import ai.djl.util.Pair;
+import io.github.djlamp.amp.train.AmpSession;
+
+/**
+ * Wires a trainer into the world: when the trainer is created, hands djl-amp's session the gradient
+ * reducer and makes every parameter start from rank 0's value; at the end of each epoch, checks
+ * that the ranks' trainable weights are still identical.
+ */
+final class DataParallelListener extends TrainingListenerAdapter {
+
+    private final World world;
+    private final BucketedAllReduce reducer;
+
+    DataParallelListener(World world, BucketedAllReduce reducer) {
+        this.world = world;
+        this.reducer = reducer;
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public void onTrainingBegin(Trainer trainer) {
+        AmpSession.of(trainer).setGradientReducer(reducer);
+        // called from the Trainer's constructor: parameters not initialized yet take rank 0's
+        // value when Trainer.initialize (or the first forward) initializes them
+        DataParallel.broadcastParameters(trainer.getModel().getBlock(), world);
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public void onEpoch(Trainer trainer) {
+        requireSameWeights(trainer);
+    }
+
+    private void requireSameWeights(Trainer trainer) {
+        if (world.getSize() == 1) {
+            return;
+        }
+        double checksum = 0;
+        for (Pair<String, Parameter> pair : trainer.getModel().getBlock().getParameters()) {
+            Parameter parameter = pair.getValue();
+            if (parameter.requiresGradient() && parameter.isInitialized()) {
+                try (NDArray sum = parameter.getArray().sum()) {
+                    checksum += sum.getFloat();
+                }
+            }
+        }
+        long bits = Double.doubleToLongBits(checksum);
+        long[] extremes = world.allReduceMax(new long[] {bits, -bits}, "weight check");
+        if (extremes[0] != bits || extremes[1] != -bits) {
+            throw new IllegalStateException(
+                    "The ranks' weights differ after this epoch (rank "
+                            + world.getRank()
+                            + " checksum "
+                            + checksum
+                            + "): something changed parameters on one rank only; call"
+                            + " DataParallel.broadcastParameters(block, world) after changing"
+                            + " them");
+        }
+    }
+}
