@@ -3,9 +3,12 @@ package io.github.djlamp.amp.distributed;
 import ai.djl.ndarray.NDArray;
 import ai.djl.nn.Parameter;
 import ai.djl.training.Trainer;
+import ai.djl.training.evaluator.Evaluator;
+import ai.djl.training.listener.EvaluatorTrainingListener;
 import ai.djl.training.listener.TrainingListenerAdapter;
 import ai.djl.util.Pair;
 import io.github.djlamp.amp.train.AmpSession;
+import java.util.List;
 
 /**
  * Wires a trainer into the world: when the trainer is created, hands djl-amp's session the gradient
@@ -16,10 +19,18 @@ final class DataParallelListener extends TrainingListenerAdapter {
 
     private final World world;
     private final BucketedAllReduce reducer;
+    private final List<Evaluator> evaluators;
+    private final List<RankMeans> means;
 
-    DataParallelListener(World world, BucketedAllReduce reducer) {
+    DataParallelListener(
+            World world,
+            BucketedAllReduce reducer,
+            List<Evaluator> evaluators,
+            List<RankMeans> means) {
         this.world = world;
         this.reducer = reducer;
+        this.evaluators = evaluators;
+        this.means = means;
     }
 
     /** {@inheritDoc} */
@@ -35,6 +46,11 @@ final class DataParallelListener extends TrainingListenerAdapter {
     @Override
     public void onEpoch(Trainer trainer) {
         requireSameWeights(trainer);
+        // first among the listeners: the evaluator listener after it reads the ranks' means
+        if (world.getSize() > 1) {
+            RankMeans.sync(evaluators, means, EvaluatorTrainingListener.TRAIN_EPOCH, world);
+            RankMeans.sync(evaluators, means, EvaluatorTrainingListener.VALIDATE_EPOCH, world);
+        }
     }
 
     private void requireSameWeights(Trainer trainer) {

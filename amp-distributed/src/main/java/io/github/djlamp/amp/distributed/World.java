@@ -433,7 +433,7 @@ public final class World implements AutoCloseable {
                 who);
     }
 
-    private static void requireDirect(ByteBuffer buffer, long bytes) {
+    static void requireDirect(ByteBuffer buffer, long bytes) {
         if (!buffer.isDirect()) {
             throw new IllegalArgumentException(
                     "MPI needs a direct buffer (NDArray.toByteBuffer(true) of a CPU array gives"

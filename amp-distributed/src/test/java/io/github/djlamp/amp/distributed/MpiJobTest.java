@@ -57,6 +57,9 @@ class MpiJobTest {
                             root.weights.get(i), other.weights.get(i), precision + " rank " + rank);
                 }
                 assertEquals(root.scale, other.scale, precision);
+                // the epoch's loss and accuracy are the ranks' mean: the same on every rank
+                assertEquals(root.epochLoss, other.epochLoss, precision);
+                assertEquals(root.epochAccuracy, other.epochAccuracy, precision);
                 assertEquals(root.skipped, other.skipped, precision);
             }
             assertEquals(reference.scale, root.scale, precision + " loss scale");
@@ -69,6 +72,10 @@ class MpiJobTest {
                         tolerance,
                         precision + " parameter " + i + " vs one process");
             }
+            // and what one process reports for the global batches
+            assertEquals(reference.epochLoss, root.epochLoss, 1e-3f, precision + " epoch loss");
+            assertEquals(
+                    reference.epochAccuracy, root.epochAccuracy, 1e-6f, precision + " accuracy");
             if (precision.equals("fp16")) {
                 // the schedule made the scale move: growth every 3 clean steps
                 assertNotEquals(1024f, root.scale);

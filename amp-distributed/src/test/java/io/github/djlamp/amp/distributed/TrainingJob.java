@@ -14,7 +14,10 @@ import ai.djl.training.DefaultTrainingConfig;
 import ai.djl.training.EasyTrain;
 import ai.djl.training.Trainer;
 import ai.djl.training.TrainingConfig;
+import ai.djl.training.TrainingResult;
 import ai.djl.training.dataset.ArrayDataset;
+import ai.djl.training.evaluator.Accuracy;
+import ai.djl.training.listener.EvaluatorTrainingListener;
 import ai.djl.training.listener.TrainingListenerAdapter;
 import ai.djl.training.loss.Loss;
 import ai.djl.training.optimizer.Optimizer;
@@ -78,19 +81,29 @@ public final class TrainingJob {
         final float scale;
         final long steps;
         final long skipped;
+        final float epochLoss;
+        final float epochAccuracy;
         final List<float[]> weights;
 
-        Result(float scale, long steps, long skipped, List<float[]> weights) {
+        Result(
+                float scale,
+                long steps,
+                long skipped,
+                float epochLoss,
+                float epochAccuracy,
+                List<float[]> weights) {
             this.scale = scale;
             this.steps = steps;
             this.skipped = skipped;
+            this.epochLoss = epochLoss;
+            this.epochAccuracy = epochAccuracy;
             this.weights = weights;
         }
 
         static Result parse(String text) {
             String[] lines = text.strip().split("\n");
             List<float[]> weights = new ArrayList<>();
-            for (int i = 3; i < lines.length; i++) {
+            for (int i = 5; i < lines.length; i++) {
                 String[] parts = lines[i].trim().split(" ");
                 float[] values = new float[parts.length];
                 for (int j = 0; j < parts.length; j++) {
@@ -102,6 +115,8 @@ public final class TrainingJob {
                     Float.parseFloat(lines[0]),
                     Long.parseLong(lines[1]),
                     Long.parseLong(lines[2]),
+                    Float.parseFloat(lines[3]),
+                    Float.parseFloat(lines[4]),
                     weights);
         }
 
@@ -109,6 +124,7 @@ public final class TrainingJob {
         public String toString() {
             StringBuilder text = new StringBuilder();
             text.append(scale).append('\n').append(steps).append('\n').append(skipped);
+            text.append('\n').append(epochLoss).append('\n').append(epochAccuracy);
             for (float[] values : weights) {
                 text.append('\n');
                 for (float value : values) {
@@ -151,6 +167,8 @@ public final class TrainingJob {
             Loss loss = new FaultyLoss(Loss.softmaxCrossEntropyLoss(), step, injectAt);
             DefaultTrainingConfig config =
                     new DefaultTrainingConfig(loss)
+                            .addEvaluator(new Accuracy())
+                            .addTrainingListeners(new EvaluatorTrainingListener())
                             .optOptimizer(
                                     Optimizer.sgd()
                                             .setLearningRateTracker(Tracker.fixed(0.1f))
@@ -187,8 +205,14 @@ public final class TrainingJob {
                 for (Pair<String, Parameter> pair : model.getBlock().getParameters()) {
                     weights.add(pair.getValue().getArray().toFloatArray());
                 }
+                TrainingResult result = trainer.getTrainingResult();
                 return new Result(
-                        scaler.getScale(), scaler.getSteps(), scaler.getSkippedSteps(), weights);
+                        scaler.getScale(),
+                        scaler.getSteps(),
+                        scaler.getSkippedSteps(),
+                        result.getTrainLoss(),
+                        result.getTrainEvaluation("Accuracy"),
+                        weights);
             }
         }
     }
