@@ -7,6 +7,8 @@ import ai.djl.training.evaluator.Evaluator;
 import ai.djl.training.listener.EvaluatorTrainingListener;
 import ai.djl.training.listener.TrainingListenerAdapter;
 import ai.djl.util.Pair;
+import io.github.djlamp.amp.scale.LossScaler;
+import io.github.djlamp.amp.scale.ScalerState;
 import io.github.djlamp.amp.train.AmpSession;
 import java.util.List;
 
@@ -36,7 +38,12 @@ final class DataParallelListener extends TrainingListenerAdapter {
     /** {@inheritDoc} */
     @Override
     public void onTrainingBegin(Trainer trainer) {
-        AmpSession.of(trainer).setGradientReducer(reducer);
+        AmpSession session = AmpSession.of(trainer);
+        session.setGradientReducer(reducer);
+        // the loss scale, growth tracker and counters a resumed run restored: rank 0's everywhere
+        LossScaler scaler = session.getScaler();
+        String state = world.broadcast(scaler.state().toString(), "loss scaler state");
+        scaler.restore(ScalerState.parse(state));
         // called from the Trainer's constructor: parameters not initialized yet take rank 0's
         // value when Trainer.initialize (or the first forward) initializes them
         DataParallel.broadcastParameters(trainer.getModel().getBlock(), world);

@@ -6,6 +6,7 @@ import com.sun.jna.NativeLibrary;
 import com.sun.jna.Pointer;
 import com.sun.jna.ptr.IntByReference;
 import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -288,6 +289,31 @@ public final class World implements AutoCloseable {
             await(request, what);
             offset += chunk;
         }
+    }
+
+    /**
+     * Returns rank 0's text on every rank.
+     *
+     * @param text this rank's text (only rank 0's matters)
+     * @param what what is being broadcast, for error messages
+     * @return rank 0's text
+     */
+    public String broadcast(String text, String what) {
+        if (size == 1) {
+            return text;
+        }
+        byte[] bytes = text.getBytes(StandardCharsets.UTF_8);
+        ByteBuffer length = ByteBuffer.allocateDirect(Integer.BYTES);
+        length.putInt(0, bytes.length);
+        broadcast(length, Integer.BYTES, what + " (length)");
+        ByteBuffer content = ByteBuffer.allocateDirect(Math.max(1, length.getInt(0)));
+        if (isRoot()) {
+            content.put(bytes).flip();
+        }
+        broadcast(content, length.getInt(0), what);
+        byte[] received = new byte[length.getInt(0)];
+        content.get(0, received);
+        return new String(received, StandardCharsets.UTF_8);
     }
 
     /**

@@ -27,6 +27,7 @@ import io.github.djlamp.amp.Amp;
 import io.github.djlamp.amp.AmpOptions;
 import io.github.djlamp.amp.scale.LossScaler;
 import io.github.djlamp.amp.scale.LossScaling;
+import io.github.djlamp.amp.scale.ScalerState;
 import io.github.djlamp.amp.train.AmpSession;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -160,6 +161,12 @@ public final class TrainingJob {
         try (Model model = Model.newInstance("dp-job");
                 NDManager data = NDManager.newBaseManager()) {
             model.setBlock(Amp.wrap(mlp, precision));
+            if (!world.isRoot()) {
+                // as if this rank had resumed from another checkpoint: rank 0's state must win
+                model.setProperty(
+                        AmpSession.SCALER_STATE_PROPERTY,
+                        new ScalerState(8f, 1, 0, 40, 3).toString());
+            }
             ArrayDataset dataset =
                     dataset(data, steps * globalBatch)
                             .setSampling(new DistributedSampler(globalBatch, true, 7, world))
