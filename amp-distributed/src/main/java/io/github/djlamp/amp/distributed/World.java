@@ -77,7 +77,7 @@ public final class World implements AutoCloseable {
      *
      * @return the world
      * @throws IllegalStateException when a launcher started this process but no usable Open MPI
-     *     library is found
+     *     library is found, or when this process already closed its world
      */
     public static synchronized World init() {
         if (current != null && !current.closed) {
@@ -102,6 +102,13 @@ public final class World implements AutoCloseable {
         }
         OpenMpiHandles handles = new OpenMpiHandles(library);
         IntByReference flag = new IntByReference();
+        mpi.MPI_Finalized(flag);
+        if (flag.getValue() != 0) {
+            // initializing again would make Open MPI end the process
+            throw new IllegalStateException(
+                    "MPI was finalized when the World was closed and cannot start again in this"
+                            + " process: keep one World open for the whole program");
+        }
         mpi.MPI_Initialized(flag);
         if (flag.getValue() == 0) {
             IntByReference provided = new IntByReference();
