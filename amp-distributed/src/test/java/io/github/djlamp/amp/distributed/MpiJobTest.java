@@ -84,6 +84,25 @@ class MpiJobTest {
     }
 
     @Test
+    void parametersAndBatchNormStatisticsStartFromRankZero() throws Exception {
+        MpiLauncher.Outcome run =
+                MpiLauncher.run(2, 120, List.of(), out.toString(), "0", "2", "bn-start");
+        assertEquals(0, run.exitCode, run.output);
+        TrainingJob.Result root = read("bn-start", 0);
+        TrainingJob.Result other = read("bn-start", 1);
+        TrainingJob.Result reference = TrainingJob.batchNormStart(World.local());
+        // linear weight and bias, gamma, beta, running mean and variance
+        assertEquals(6, root.weights.size());
+        for (int i = 0; i < root.weights.size(); i++) {
+            assertArrayEquals(root.weights.get(i), other.weights.get(i), "parameter " + i);
+            assertArrayEquals(reference.weights.get(i), other.weights.get(i), "parameter " + i);
+        }
+        // rank 1 initialized its running mean to 2 and its variance to 3: rank 0's 1 and 2 won
+        assertEquals(1f, other.weights.get(4)[0]);
+        assertEquals(2f, other.weights.get(5)[0]);
+    }
+
+    @Test
     void anInfOnOneRankSkipsTheStepOnAll() throws Exception {
         MpiLauncher.Outcome run =
                 MpiLauncher.run(

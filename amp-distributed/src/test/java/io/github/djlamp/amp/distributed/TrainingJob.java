@@ -10,6 +10,7 @@ import ai.djl.nn.Activation;
 import ai.djl.nn.Parameter;
 import ai.djl.nn.SequentialBlock;
 import ai.djl.nn.core.Linear;
+import ai.djl.nn.norm.BatchNorm;
 import ai.djl.training.DefaultTrainingConfig;
 import ai.djl.training.EasyTrain;
 import ai.djl.training.Trainer;
@@ -17,6 +18,7 @@ import ai.djl.training.TrainingConfig;
 import ai.djl.training.TrainingResult;
 import ai.djl.training.dataset.ArrayDataset;
 import ai.djl.training.evaluator.Accuracy;
+import ai.djl.training.initializer.ConstantInitializer;
 import ai.djl.training.listener.EvaluatorTrainingListener;
 import ai.djl.training.listener.TrainingListenerAdapter;
 import ai.djl.training.loss.Loss;
@@ -67,6 +69,13 @@ public final class TrainingJob {
         int globalBatch = Integer.parseInt(args[2]);
         String fault = args.length > 4 ? args[4] : null;
         try (World world = World.init()) {
+            if (args[3].equals("bn-start")) {
+                Files.writeString(
+                        out.resolve("bn-start-rank-" + world.getRank() + ".txt"),
+                        batchNormStart(world).toString(),
+                        StandardCharsets.UTF_8);
+                return;
+            }
             for (String precision : args[3].split(",")) {
                 Result result = train(world, precision, steps, globalBatch, fault);
                 Files.writeString(
@@ -220,6 +229,37 @@ public final class TrainingJob {
                         result.getTrainLoss(),
                         result.getTrainEvaluation("Accuracy"),
                         weights);
+            }
+        }
+    }
+
+    /**
+     * Each rank initializes a BatchNorm network differently (weights by seed, running statistics by
+     * constants that differ by rank); returns every parameter after {@code Trainer.initialize}.
+     */
+    static Result batchNormStart(World world) {
+        Engine.getInstance().setRandomSeed(1000 + world.getRank());
+        SequentialBlock block =
+                new SequentialBlock()
+                        .add(Linear.builder().setUnits(8).build())
+                        .add(BatchNorm.builder().build());
+        block.setInitializer(
+                new ConstantInitializer(1 + world.getRank()), Parameter.Type.RUNNING_MEAN);
+        block.setInitializer(
+                new ConstantInitializer(2 + world.getRank()), Parameter.Type.RUNNING_VAR);
+        try (Model model = Model.newInstance("bn-start")) {
+            model.setBlock(Amp.wrap(block, "fp32"));
+            DefaultTrainingConfig config = new DefaultTrainingConfig(Loss.l2Loss());
+            try (Trainer trainer =
+                    model.newTrainer(
+                            DataParallel.configure(
+                                    Amp.configure(config, model.getBlock()), world))) {
+                trainer.initialize(new Shape(4, FEATURES));
+                List<float[]> values = new ArrayList<>();
+                for (Pair<String, Parameter> pair : model.getBlock().getParameters()) {
+                    values.add(pair.getValue().getArray().toFloatArray());
+                }
+                return new Result(0, 0, 0, 0, 0, values);
             }
         }
     }
