@@ -329,9 +329,9 @@ public final class World implements AutoCloseable {
      * @param message why
      */
     public void abort(String message) {
+        // straight to stderr: the launcher collects it, and the process ends right after
         System.err.println(message);
         System.err.flush();
-        logger.error(message);
         if (mpi != null) {
             mpi.MPI_Abort(handles.commWorld, ABORT_CODE);
         }
