@@ -84,6 +84,7 @@ public final class AmpSession implements AutoCloseable {
     private NDArray lossHealth;
     private int fixedScaleOverflowRun;
     private boolean scaledThisStep;
+    private GradientReducer gradientReducer;
     private Verdict verdict = Verdict.UNCHECKED;
 
     private enum Verdict {
@@ -263,6 +264,16 @@ public final class AmpSession implements AutoCloseable {
     }
 
     /**
+     * Sets what combines the gradients of several processes before each step's unscale-and-check
+     * (data-parallel training), or null for none.
+     *
+     * @param reducer the reducer, or null
+     */
+    public void setGradientReducer(GradientReducer reducer) {
+        this.gradientReducer = reducer;
+    }
+
+    /**
      * Returns the concrete policy in use.
      *
      * @return the policy ("auto" resolved)
@@ -362,8 +373,14 @@ public final class AmpSession implements AutoCloseable {
      */
     boolean unscaleAndCheck(NDManager stepManager) {
         requireAttached();
-        // without scaling nothing is unscaled or checked: skip making the gradient handles
-        GradientSet gradients = scaling.isEnabled() ? gradients(stepManager) : new GradientSet();
+        // without scaling or reduction nothing is touched: skip making the gradient handles
+        GradientSet gradients =
+                scaling.isEnabled() || gradientReducer != null
+                        ? gradients(stepManager)
+                        : new GradientSet();
+        if (gradientReducer != null) {
+            gradientReducer.reduce(gradients, stepManager);
+        }
         boolean overflow = scaler.unscaleAndCheck(gradients, stepManager);
         verdict = overflow ? Verdict.SKIP : Verdict.APPLY;
         if (buffers != null) {

@@ -1,0 +1,50 @@
+package io.github.djlamp.amp.distributed;
+
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.DataType;
+import ai.djl.ndarray.types.Shape;
+import ai.djl.training.initializer.Initializer;
+
+/**
+ * An initializer that makes every rank start from rank 0's value: it runs the parameter's own
+ * initializer, then overwrites the result with rank 0's. Every rank initializes its parameters in
+ * the same order (the block's), so the broadcasts pair up.
+ */
+final class BroadcastInitializer implements Initializer {
+
+    private final Initializer inner;
+    private final World world;
+    private final String name;
+
+    BroadcastInitializer(Initializer inner, World world, String name) {
+        this.inner = inner;
+        this.world = world;
+        this.name = name;
+    }
+
+    Initializer getInner() {
+        return inner;
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public NDArray initialize(NDManager manager, Shape shape, DataType dataType) {
+        NDArray array = inner.initialize(manager, shape, dataType);
+        broadcast(array, world, name);
+        return array;
+    }
+
+    /** Overwrites an array on every rank with rank 0's value (a copy through the host). */
+    static void broadcast(NDArray array, World world, String name) {
+        if (world.getSize() == 1) {
+            return;
+        }
+        java.nio.ByteBuffer host = array.toByteBuffer();
+        java.nio.ByteBuffer direct =
+                java.nio.ByteBuffer.allocateDirect(host.remaining()).order(host.order());
+        direct.put(host).flip();
+        world.broadcast(direct, direct.remaining(), "broadcast of parameter " + name);
+        array.set(direct);
+    }
+}

@@ -1,0 +1,75 @@
+package io.github.djlamp.amp.distributed;
+
+import ai.djl.nn.Block;
+import ai.djl.nn.Parameter;
+import ai.djl.training.TrainingConfig;
+import ai.djl.util.Pair;
+import io.github.djlamp.amp.train.AmpTrainingConfig;
+
+/**
+ * Data-parallel mixed precision training: the one call that turns a djl-amp training configuration
+ * into one that trains across the ranks of a {@link World}.
+ *
+ * <pre>{@code
+ * World world = World.init();                                     // rank and size from mpirun/srun
+ * dataset = builder.setSampling(new DistributedSampler(globalBatch, true, seed, world)).build();
+ * TrainingConfig config = DataParallel.configure(Amp.configure(userConfig, model.getBlock()), world);
+ * }</pre>
+ *
+ * <p>What the trainer made from it does: every parameter (BatchNorm's running statistics included)
+ * starts from rank 0's value, whatever each rank initialized or loaded; after each step's backward
+ * the gradients are averaged across ranks in buckets ({@link BucketedAllReduce}) before djl-amp's
+ * fused unscale-and-check, so every rank takes the same skip decision and keeps the same loss
+ * scale; logging and checkpoint listeners run on rank 0 only; at the end of each epoch the ranks
+ * check that their trainable weights are still identical.
+ */
+public final class DataParallel {
+
+    private DataParallel() {}
+
+    /**
+     * Makes a djl-amp training configuration data-parallel with 25 MiB buckets.
+     *
+     * @param ampConfig the configuration returned by {@code Amp.configure}
+     * @param world the ranks
+     * @return the configuration to create the trainer from
+     */
+    public static TrainingConfig configure(AmpTrainingConfig ampConfig, World world) {
+        return configure(ampConfig, world, BucketedAllReduce.DEFAULT_BUCKET_BYTES);
+    }
+
+    /**
+     * Makes a djl-amp training configuration data-parallel.
+     *
+     * @param ampConfig the configuration returned by {@code Amp.configure}
+     * @param world the ranks
+     * @param bucketBytes the all-reduce bucket size; 0 for one all-reduce per parameter
+     * @return the configuration to create the trainer from
+     */
+    public static TrainingConfig configure(
+            AmpTrainingConfig ampConfig, World world, long bucketBytes) {
+        return new DataParallelTrainingConfig(
+                ampConfig, world, new BucketedAllReduce(world, bucketBytes));
+    }
+
+    /**
+     * Overwrites every initialized parameter of a block with rank 0's value, and makes those not
+     * initialized yet take rank 0's value when they are. {@link #configure} does this when the
+     * trainer is created; a custom loop that changes parameters afterwards calls it itself.
+     *
+     * @param block the block
+     * @param world the ranks
+     */
+    public static void broadcastParameters(Block block, World world) {
+        for (Pair<String, Parameter> pair : block.getParameters()) {
+            Parameter parameter = pair.getValue();
+            if (parameter.isInitialized()) {
+                BroadcastInitializer.broadcast(parameter.getArray(), world, pair.getKey());
+            } else if (parameter.getInitializer() != null
+                    && !(parameter.getInitializer() instanceof BroadcastInitializer)) {
+                parameter.setInitializer(
+                        new BroadcastInitializer(parameter.getInitializer(), world, pair.getKey()));
+            }
+        }
+    }
+}

@@ -1,0 +1,157 @@
+package io.github.djlamp.amp.distributed;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Data-parallel training across real processes: {@code mpirun} on loopback, each rank a JVM
+ * training {@link TrainingJob}, compared with one process training on the whole global batch.
+ */
+class MpiJobTest {
+
+    private static final int STEPS = 6;
+    private static final String PRECISIONS = "fp32,bf16,fp16";
+
+    @TempDir Path out;
+
+    @Test
+    void twoRanksEqualOneProcessOnTheGlobalBatch() throws Exception {
+        ranksEqualOneProcess(2, 16);
+    }
+
+    @Test
+    void fourRanksEqualOneProcessOnTheGlobalBatch() throws Exception {
+        ranksEqualOneProcess(4, 16);
+    }
+
+    private void ranksEqualOneProcess(int ranks, int globalBatch) throws Exception {
+        MpiLauncher.Outcome run =
+                MpiLauncher.run(
+                        ranks,
+                        240,
+                        List.of(),
+                        out.toString(),
+                        Integer.toString(STEPS),
+                        Integer.toString(globalBatch),
+                        PRECISIONS);
+        assertEquals(0, run.exitCode, run.output);
+        for (String precision : PRECISIONS.split(",")) {
+            TrainingJob.Result reference =
+                    TrainingJob.train(World.local(), precision, STEPS, globalBatch, null);
+            TrainingJob.Result root = read(precision, 0);
+            assertEquals(STEPS, root.steps, precision);
+            for (int rank = 1; rank < ranks; rank++) {
+                TrainingJob.Result other = read(precision, rank);
+                // every rank steps with the same reduced gradients: bitwise the same weights
+                for (int i = 0; i < root.weights.size(); i++) {
+                    assertArrayEquals(
+                            root.weights.get(i), other.weights.get(i), precision + " rank " + rank);
+                }
+                assertEquals(root.scale, other.scale, precision);
+                // the epoch's loss and accuracy are the ranks' mean: the same on every rank
+                assertEquals(root.epochLoss, other.epochLoss, precision);
+                assertEquals(root.epochAccuracy, other.epochAccuracy, precision);
+                assertEquals(root.skipped, other.skipped, precision);
+            }
+            assertEquals(reference.scale, root.scale, precision + " loss scale");
+            assertEquals(reference.skipped, root.skipped, precision + " skipped steps");
+            float tolerance = precision.equals("fp32") ? 1e-5f : 2e-3f;
+            for (int i = 0; i < root.weights.size(); i++) {
+                assertArrayEquals(
+                        reference.weights.get(i),
+                        root.weights.get(i),
+                        tolerance,
+                        precision + " parameter " + i + " vs one process");
+            }
+            // and what one process reports for the global batches
+            assertEquals(reference.epochLoss, root.epochLoss, 1e-3f, precision + " epoch loss");
+            assertEquals(
+                    reference.epochAccuracy, root.epochAccuracy, 1e-6f, precision + " accuracy");
+            if (precision.equals("fp16")) {
+                // the schedule made the scale move: growth every 3 clean steps
+                assertNotEquals(1024f, root.scale);
+            }
+        }
+    }
+
+    @Test
+    void parametersAndBatchNormStatisticsStartFromRankZero() throws Exception {
+        MpiLauncher.Outcome run =
+                MpiLauncher.run(2, 120, List.of(), out.toString(), "0", "2", "bn-start");
+        assertEquals(0, run.exitCode, run.output);
+        TrainingJob.Result root = read("bn-start", 0);
+        TrainingJob.Result other = read("bn-start", 1);
+        TrainingJob.Result reference = TrainingJob.batchNormStart(World.local());
+        // linear weight and bias, gamma, beta, running mean and variance
+        assertEquals(6, root.weights.size());
+        for (int i = 0; i < root.weights.size(); i++) {
+            assertArrayEquals(root.weights.get(i), other.weights.get(i), "parameter " + i);
+            assertArrayEquals(reference.weights.get(i), other.weights.get(i), "parameter " + i);
+        }
+        // rank 1 initialized its running mean to 2 and its variance to 3: rank 0's 1 and 2 won
+        assertEquals(1f, other.weights.get(4)[0]);
+        assertEquals(2f, other.weights.get(5)[0]);
+    }
+
+    @Test
+    void anInfOnOneRankSkipsTheStepOnAll() throws Exception {
+        MpiLauncher.Outcome run =
+                MpiLauncher.run(
+                        2, 120, List.of(), out.toString(), "4", "8", "fp16", "fault=1:2:inf");
+        assertEquals(0, run.exitCode, run.output);
+        TrainingJob.Result root = read("fp16", 0);
+        TrainingJob.Result other = read("fp16", 1);
+        assertEquals(1, root.skipped, "rank 0 skipped the step whose Inf was on rank 1");
+        assertEquals(1, other.skipped);
+        assertEquals(root.scale, other.scale);
+        assertEquals(512f, root.scale, "1024 backed off once at step 2, not grown back by step 4");
+        for (int i = 0; i < root.weights.size(); i++) {
+            assertArrayEquals(root.weights.get(i), other.weights.get(i));
+        }
+    }
+
+    @Test
+    void aKilledRankEndsTheJobNamingIt() throws Exception {
+        MpiLauncher.Outcome run =
+                MpiLauncher.run(
+                        2, 120, List.of(), out.toString(), "50", "8", "fp32", "fault=1:2:kill");
+        assertNotEquals(0, run.exitCode, run.output);
+        assertTrue(run.output.contains("rank 1"), run.output);
+        assertTrue(run.seconds < 100, "took " + run.seconds + " s");
+        assertTrue(Files.notExists(out.resolve("fp32-rank-0.txt")));
+    }
+
+    @Test
+    void aHungRankIsNamedAndTheJobAbortedWithinTheDeadline() throws Exception {
+        MpiLauncher.Outcome run =
+                MpiLauncher.run(
+                        2,
+                        120,
+                        List.of("-D" + World.TIMEOUT_PROPERTY + "=5"),
+                        out.toString(),
+                        "50",
+                        "8",
+                        "fp32",
+                        "fault=1:2:hang");
+        assertNotEquals(0, run.exitCode, run.output);
+        assertTrue(
+                run.output.contains("rank 1 never arrived: lost or hung"),
+                "rank 0 names the hung rank:\n" + run.output);
+        assertTrue(run.seconds < 100, "took " + run.seconds + " s");
+    }
+
+    private TrainingJob.Result read(String precision, int rank) throws Exception {
+        return TrainingJob.Result.parse(
+                Files.readString(
+                        out.resolve(precision + "-rank-" + rank + ".txt"), StandardCharsets.UTF_8));
+    }
+}
