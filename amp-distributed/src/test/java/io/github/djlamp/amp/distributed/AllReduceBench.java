@@ -145,8 +145,7 @@ public final class AllReduceBench {
                                         .evaluate(new NDList(y), trainer.forward(new NDList(x)));
                         collector.backward(loss);
                     }
-                    AmpSession.of(trainer).afterBackward(step);
-                    trainer.step();
+                    AmpSession.of(trainer).step();
                     if (r >= 0) {
                         times[r] = (System.nanoTime() - start) / 1e6;
                     }
