@@ -8,7 +8,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Comparator;
 import java.util.List;
+import java.util.stream.Collectors;
+import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -147,6 +150,93 @@ class MpiJobTest {
                 run.output.contains("rank 1 never arrived: lost or hung"),
                 "rank 0 names the hung rank:\n" + run.output);
         assertTrue(run.seconds < 100, "took " + run.seconds + " s");
+    }
+
+    @Test
+    void aRankKilledWhileSavingLeavesThePreviousCheckpointAndAResumeRestoresItOnEveryRank()
+            throws Exception {
+        Path checkpoints = out.resolve("checkpoints");
+        MpiLauncher.Outcome save =
+                MpiLauncher.run(
+                        CheckpointJob.class,
+                        2,
+                        120,
+                        List.of(),
+                        out.toString(),
+                        checkpoints.toString(),
+                        "save");
+        assertNotEquals(0, save.exitCode, save.output);
+        assertTrue(
+                save.output.contains("CheckpointJob: rank 0 dies while writing checkpoint 2"),
+                save.output);
+        // killed with half of checkpoint 2 written: in the temporary directory, not in place
+        List<Path> entries = list(checkpoints);
+        assertEquals(2, entries.size(), entries.toString());
+        assertEquals(checkpoints.resolve("ckpt-0001.params"), entries.get(0));
+        Path partial = entries.get(1);
+        assertTrue(
+                partial.getFileName().toString().startsWith(AtomicCheckpoint.PARTIAL_PREFIX),
+                entries.toString());
+        assertTrue(Files.size(partial.resolve("ckpt-0002.params")) > 0);
+        CheckpointJob.State saved = CheckpointJob.State.ofCheckpoint(checkpoints);
+        assertEquals(CheckpointJob.STEPS_PER_EPOCH, saved.scaler.getSteps());
+        assertEquals(1, saved.scaler.getSkippedSteps(), "the Inf on rank 1 skipped one step");
+        assertEquals(1, saved.scaler.getOverflowsSinceChange(), "hysteresis 2: no back-off yet");
+
+        MpiLauncher.Outcome resume =
+                MpiLauncher.run(
+                        CheckpointJob.class,
+                        2,
+                        120,
+                        List.of(),
+                        out.toString(),
+                        checkpoints.toString(),
+                        "resume");
+        assertEquals(0, resume.exitCode, resume.output);
+        for (int rank = 0; rank < 2; rank++) {
+            // rank 0 loaded the checkpoint; rank 1 loaded nothing and held another scaler state
+            CheckpointJob.State start =
+                    CheckpointJob.State.read(out.resolve("resume-start-rank-" + rank + ".txt"));
+            assertSameState(saved, start, "rank " + rank + " after resuming");
+        }
+        CheckpointJob.State end0 = CheckpointJob.State.read(out.resolve("resume-end-rank-0.txt"));
+        CheckpointJob.State end1 = CheckpointJob.State.read(out.resolve("resume-end-rank-1.txt"));
+        assertSameState(end0, end1, "ranks after an epoch more");
+        assertEquals(2 * CheckpointJob.STEPS_PER_EPOCH, end0.scaler.getSteps());
+        assertEquals(2, end0.scaler.getSkippedSteps());
+    }
+
+    private static void assertSameState(
+            CheckpointJob.State expected, CheckpointJob.State actual, String what) {
+        assertEquals(expected.scaler.getScale(), actual.scaler.getScale(), what + ": scale");
+        assertEquals(
+                expected.scaler.getGrowthTracker(),
+                actual.scaler.getGrowthTracker(),
+                what + ": growth tracker");
+        assertEquals(
+                expected.scaler.getOverflowsSinceChange(),
+                actual.scaler.getOverflowsSinceChange(),
+                what + ": overflows since the last scale change");
+        assertEquals(expected.scaler.getSteps(), actual.scaler.getSteps(), what + ": steps");
+        assertEquals(
+                expected.scaler.getSkippedSteps(),
+                actual.scaler.getSkippedSteps(),
+                what + ": skipped steps");
+        assertEquals(expected.weights.size(), actual.weights.size(), what);
+        for (int i = 0; i < expected.weights.size(); i++) {
+            assertArrayEquals(
+                    expected.weights.get(i), actual.weights.get(i), what + ": parameter " + i);
+        }
+    }
+
+    private static List<Path> list(Path directory) throws Exception {
+        try (Stream<Path> entries = Files.list(directory)) {
+            // the checkpoint files, then the temporary directories
+            return entries.sorted(
+                            Comparator.comparing((Path p) -> Files.isDirectory(p))
+                                    .thenComparing(Path::toString))
+                    .collect(Collectors.toList());
+        }
     }
 
     private TrainingJob.Result read(String precision, int rank) throws Exception {

@@ -264,7 +264,7 @@ public final class TrainingJob {
         }
     }
 
-    private static void fail(String kind) {
+    static void fail(String kind) {
         System.err.println("TrainingJob: rank fault '" + kind + "' now");
         System.err.flush();
         if (kind.equals("kill")) {
@@ -303,7 +303,7 @@ public final class TrainingJob {
     }
 
     /** The loss, times Inf at one step when asked to inject. */
-    private static final class FaultyLoss extends Loss {
+    static final class FaultyLoss extends Loss {
         private final Loss inner;
         private final AtomicInteger step;
         private final int injectAt;
