@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
 import java.util.stream.Collectors;
@@ -28,30 +29,43 @@ class MpiJobTest {
 
     @Test
     void twoRanksEqualOneProcessOnTheGlobalBatch() throws Exception {
-        ranksEqualOneProcess(2, 16);
+        ranksEqualOneProcess(2, 16, false);
     }
 
+    /**
+     * The gradients take the host staging CUDA gradients take: copied out, reduced, copied back.
+     */
     @Test
-    void fourRanksEqualOneProcessOnTheGlobalBatch() throws Exception {
-        ranksEqualOneProcess(4, 16);
+    void fourRanksThroughHostStagingEqualOneProcessOnTheGlobalBatch() throws Exception {
+        ranksEqualOneProcess(4, 16, true);
     }
 
-    private void ranksEqualOneProcess(int ranks, int globalBatch) throws Exception {
+    private void ranksEqualOneProcess(int ranks, int globalBatch, boolean staged) throws Exception {
+        List<String> args =
+                new ArrayList<>(
+                        List.of(
+                                out.toString(),
+                                Integer.toString(STEPS),
+                                Integer.toString(globalBatch),
+                                PRECISIONS));
+        if (staged) {
+            args.add("staging=host");
+        }
         MpiLauncher.Outcome run =
-                MpiLauncher.run(
-                        ranks,
-                        240,
-                        List.of(),
-                        out.toString(),
-                        Integer.toString(STEPS),
-                        Integer.toString(globalBatch),
-                        PRECISIONS);
+                MpiLauncher.run(ranks, 240, List.of(), args.toArray(new String[0]));
         assertEquals(0, run.exitCode, run.output);
         for (String precision : PRECISIONS.split(",")) {
             TrainingJob.Result reference =
                     TrainingJob.train(World.local(), precision, STEPS, globalBatch, null);
             TrainingJob.Result root = read(precision, 0);
             assertEquals(STEPS, root.steps, precision);
+            for (int rank = 0; rank < ranks; rank++) {
+                // the MLP's 276 gradients in 1024-byte buckets: 832 bytes, then 272, every step
+                assertEquals(
+                        staged ? 2 * STEPS : 0,
+                        read(precision, rank).stagedBuckets,
+                        "buckets staged through the host");
+            }
             for (int rank = 1; rank < ranks; rank++) {
                 TrainingJob.Result other = read(precision, rank);
                 // every rank steps with the same reduced gradients: bitwise the same weights
