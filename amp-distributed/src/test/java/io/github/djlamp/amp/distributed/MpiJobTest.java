@@ -2,6 +2,7 @@ package io.github.djlamp.amp.distributed;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -15,6 +16,8 @@ import java.util.stream.Collectors;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * Data-parallel training across real processes: {@code mpirun} on loopback, each rank a JVM
@@ -145,6 +148,34 @@ class MpiJobTest {
         assertTrue(run.output.contains("rank 1"), run.output);
         assertTrue(run.seconds < 100, "took " + run.seconds + " s");
         assertTrue(Files.notExists(out.resolve("fp32-rank-0.txt")));
+    }
+
+    /**
+     * An exception ends one rank's program while the others wait for it in a collective: its
+     * World's close says so instead of finalizing (which would wait forever), the exception is
+     * printed, and the job ends at once, not at the deadline.
+     */
+    @ParameterizedTest
+    @ValueSource(ints = {0, 1})
+    void anExceptionOnOneRankEndsTheJobWithItsMessage(int failing) throws Exception {
+        MpiLauncher.Outcome run =
+                MpiLauncher.run(
+                        2,
+                        120,
+                        List.of("-D" + World.TIMEOUT_PROPERTY + "=60"),
+                        out.toString(),
+                        "50",
+                        "8",
+                        "fp32",
+                        "fault=" + failing + ":2:throw");
+        assertNotEquals(0, run.exitCode, run.output);
+        assertTrue(run.output.contains("TrainingJob: a bug on this rank"), run.output);
+        assertTrue(
+                run.output.contains(
+                        "djl-amp: rank " + failing + " of 2 left the job after collective #"),
+                run.output);
+        assertFalse(
+                run.output.contains("waited 60 s"), "not ended by the deadline:\n" + run.output);
     }
 
     @Test

@@ -296,6 +296,9 @@ public final class TrainingJob {
     static void fail(String kind) {
         System.err.println("TrainingJob: rank fault '" + kind + "' now");
         System.err.flush();
+        if (kind.equals("throw")) {
+            throw new IllegalStateException("TrainingJob: a bug on this rank");
+        }
         if (kind.equals("kill")) {
             try {
                 new ProcessBuilder("kill", "-9", Long.toString(ProcessHandle.current().pid()))
