@@ -14,14 +14,17 @@ import org.slf4j.LoggerFactory;
 /**
  * DJL's {@link SaveModelTrainingListener} (same constructors, schedule, file names and callback),
  * with every checkpoint written through {@link AtomicCheckpoint}: a process dying or a job aborted
- * while it saves leaves the previous checkpoint the newest complete one. {@link DataParallel} puts
- * one in place of each plain {@code SaveModelTrainingListener}, on rank 0 only; it is as useful in
- * one process.
+ * while it saves leaves the previous checkpoint the newest complete one. One difference: after
+ * {@code model.load} of a checkpoint, the numbering continues from its epoch. {@link DataParallel}
+ * puts one in place of each plain {@code SaveModelTrainingListener}, on rank 0 only; it is as
+ * useful in one process.
  */
 public final class AtomicSaveModelTrainingListener extends SaveModelTrainingListener {
 
     private static final Logger logger =
             LoggerFactory.getLogger(AtomicSaveModelTrainingListener.class);
+
+    private static final String EPOCH_PROPERTY = "Epoch";
 
     private final String outputDir;
     private Consumer<Trainer> onSaveModel;
@@ -77,7 +80,6 @@ public final class AtomicSaveModelTrainingListener extends SaveModelTrainingList
                 atomic.setSaveModelCallback(callback);
             }
             atomic.epoch = epochs;
-            field("epoch").setInt(atomic, epochs);
             return atomic;
         } catch (ReflectiveOperationException | RuntimeException e) {
             throw new IllegalStateException(
@@ -94,11 +96,36 @@ public final class AtomicSaveModelTrainingListener extends SaveModelTrainingList
         return field;
     }
 
+    /**
+     * Continues the numbering of a loaded checkpoint: after {@code model.load} of epoch {@code k}
+     * (its {@code Epoch} property), the next checkpoint is {@code k + 1}, where DJL's listener
+     * would start again at 1, overwrite the older ones and leave epoch {@code k} the newest.
+     */
+    @Override
+    public void onTrainingBegin(Trainer trainer) {
+        String loaded = trainer.getModel().getProperty(EPOCH_PROPERTY);
+        if (epoch == 0 && loaded != null) {
+            epoch = Integer.parseInt(loaded);
+        }
+    }
+
     /** {@inheritDoc} */
     @Override
     public void onEpoch(Trainer trainer) {
-        epoch++; // DJL's own count is private; they move together
-        super.onEpoch(trainer);
+        epoch++;
+        int interval = getCheckpoint();
+        if (interval > 0 && epoch % interval == 0) {
+            saveModel(trainer);
+        }
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public void onTrainingEnd(Trainer trainer) {
+        int interval = getCheckpoint();
+        if (interval <= 0 || epoch % interval != 0) {
+            saveModel(trainer);
+        }
     }
 
     /** {@inheritDoc} */
@@ -123,7 +150,7 @@ public final class AtomicSaveModelTrainingListener extends SaveModelTrainingList
         Model model = trainer.getModel();
         String name = getOverrideModelName() != null ? getOverrideModelName() : model.getName();
         try {
-            model.setProperty("Epoch", String.valueOf(epoch));
+            model.setProperty(EPOCH_PROPERTY, String.valueOf(epoch));
             if (onSaveModel != null) {
                 onSaveModel.accept(trainer);
             }

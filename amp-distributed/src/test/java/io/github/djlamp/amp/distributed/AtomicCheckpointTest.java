@@ -154,6 +154,38 @@ class AtomicCheckpointTest {
     }
 
     @Test
+    void afterLoadingEpochThreeTheNextCheckpointIsEpochFour() throws Exception {
+        try (Model model = model()) {
+            model.setProperty("Epoch", "3");
+            AtomicCheckpoint.save(model, dir, "ckpt");
+        }
+        try (Model model = Model.newInstance("ckpt");
+                NDManager manager = NDManager.newBaseManager()) {
+            model.setBlock(block());
+            model.load(dir, "ckpt");
+            DefaultTrainingConfig config =
+                    new DefaultTrainingConfig(Loss.l2Loss())
+                            .optOptimizer(
+                                    Optimizer.sgd()
+                                            .setLearningRateTracker(Tracker.fixed(0.1f))
+                                            .build())
+                            .addTrainingListeners(
+                                    new AtomicSaveModelTrainingListener(dir.toString(), "ckpt", 1));
+            try (Trainer trainer = model.newTrainer(config)) {
+                ArrayDataset data =
+                        new ArrayDataset.Builder()
+                                .setData(manager.randomNormal(new Shape(4, 3)))
+                                .optLabels(manager.randomNormal(new Shape(4, 4)))
+                                .setSampling(4, false)
+                                .build();
+                EasyTrain.fit(trainer, 1, data, null);
+            }
+        }
+        // DJL's listener would write ckpt-0001 and leave the stale epoch 3 the newest
+        assertEquals(List.of("ckpt-0003.params", "ckpt-0004.params"), entries(dir));
+    }
+
+    @Test
     void onlyRankZeroLogsAndWritesFiles() {
         String out = dir.toString();
         assertTrue(DataParallelTrainingConfig.rootOnly(new LoggingTrainingListener()));
