@@ -39,10 +39,12 @@ import java.util.concurrent.atomic.AtomicInteger;
  * 1 skips one step an epoch), checkpoints through DJL's {@code SaveModelTrainingListener}.
  *
  * <p>Arguments: {@code OUT CHECKPOINTS MODE}. {@code save}: two epochs with a checkpoint after
- * each; rank 0 is killed (SIGKILL) in the middle of writing the second. {@code resume}: rank 0
- * loads the newest checkpoint, rank 1 loads nothing and holds another scaler state; every rank
- * writes its weights and scaler state once the trainer is initialized ({@code
- * OUT/resume-start-rank-R.txt}) and after one more epoch ({@code OUT/resume-end-rank-R.txt}).
+ * each; rank 0 is killed (SIGKILL) in the middle of writing the second. {@code straight}: the same
+ * two epochs, uninterrupted; every rank writes its weights and scaler state at the end ({@code
+ * OUT/straight-end-rank-R.txt}). {@code resume}: rank 0 loads the newest checkpoint, rank 1 loads
+ * nothing and holds another scaler state; the sampler continues at the checkpoint's epoch; every
+ * rank writes its state once the trainer is initialized ({@code OUT/resume-start-rank-R.txt}) and
+ * after the second epoch ({@code OUT/resume-end-rank-R.txt}).
  */
 public final class CheckpointJob {
 
@@ -63,7 +65,8 @@ public final class CheckpointJob {
     public static void main(String[] args) throws Exception {
         Path out = Path.of(args[0]);
         Path checkpoints = Path.of(args[1]);
-        boolean resume = args[2].equals("resume");
+        String mode = args[2];
+        boolean resume = mode.equals("resume");
         try (World world = World.init()) {
             Engine.getInstance().setRandomSeed(1000 + world.getRank());
             AtomicInteger step = new AtomicInteger();
@@ -82,7 +85,8 @@ public final class CheckpointJob {
                         new SaveModelTrainingListener(checkpoints.toString(), NAME, 1);
                 save.setSaveModelCallback(
                         trainer -> {
-                            if (!resume && "2".equals(trainer.getModel().getProperty("Epoch"))) {
+                            if (mode.equals("save")
+                                    && "2".equals(trainer.getModel().getProperty("Epoch"))) {
                                 block.armed = true;
                             }
                         });
@@ -104,13 +108,19 @@ public final class CheckpointJob {
                                                 step.set((step.get() + 1) % STEPS_PER_EPOCH);
                                             }
                                         });
-                if (!resume) {
-                    config.addTrainingListeners(save);
-                }
+                config.addTrainingListeners(save);
                 AmpOptions options = AmpOptions.builder().lossScaling(SCALING).build();
+                DistributedSampler sampler = new DistributedSampler(GLOBAL_BATCH, true, 7, world);
+                if (resume) {
+                    // the epochs the checkpoint holds, known where it was loaded: rank 0
+                    String done =
+                            world.broadcast(
+                                    String.valueOf(model.getProperty("Epoch")), "epochs done");
+                    sampler.setEpoch(Integer.parseInt(done));
+                }
                 ArrayDataset dataset =
                         TrainingJob.dataset(data, STEPS_PER_EPOCH * GLOBAL_BATCH)
-                                .setSampling(new DistributedSampler(GLOBAL_BATCH, true, 7, world))
+                                .setSampling(sampler)
                                 .build();
                 try (Trainer trainer =
                         model.newTrainer(
@@ -124,9 +134,7 @@ public final class CheckpointJob {
                                 trainer);
                     }
                     EasyTrain.fit(trainer, resume ? 1 : 2, dataset, null);
-                    if (resume) {
-                        write(out.resolve("resume-end-rank-" + world.getRank() + ".txt"), trainer);
-                    }
+                    write(out.resolve(mode + "-end-rank-" + world.getRank() + ".txt"), trainer);
                 }
             }
         }

@@ -200,6 +200,17 @@ class MpiJobTest {
     @Test
     void aRankKilledWhileSavingLeavesThePreviousCheckpointAndAResumeRestoresItOnEveryRank()
             throws Exception {
+        MpiLauncher.Outcome straight =
+                MpiLauncher.run(
+                        CheckpointJob.class,
+                        2,
+                        120,
+                        List.of(),
+                        out.toString(),
+                        out.resolve("uninterrupted").toString(),
+                        "straight");
+        assertEquals(0, straight.exitCode, straight.output);
+
         Path checkpoints = out.resolve("checkpoints");
         MpiLauncher.Outcome save =
                 MpiLauncher.run(
@@ -244,11 +255,23 @@ class MpiJobTest {
                     CheckpointJob.State.read(out.resolve("resume-start-rank-" + rank + ".txt"));
             assertSameState(saved, start, "rank " + rank + " after resuming");
         }
-        CheckpointJob.State end0 = CheckpointJob.State.read(out.resolve("resume-end-rank-0.txt"));
-        CheckpointJob.State end1 = CheckpointJob.State.read(out.resolve("resume-end-rank-1.txt"));
-        assertSameState(end0, end1, "ranks after an epoch more");
-        assertEquals(2 * CheckpointJob.STEPS_PER_EPOCH, end0.scaler.getSteps());
-        assertEquals(2, end0.scaler.getSkippedSteps());
+        for (int rank = 0; rank < 2; rank++) {
+            // the resumed second epoch ends bitwise where the uninterrupted run's ends
+            assertSameState(
+                    CheckpointJob.State.read(out.resolve("straight-end-rank-" + rank + ".txt")),
+                    CheckpointJob.State.read(out.resolve("resume-end-rank-" + rank + ".txt")),
+                    "rank " + rank + " resumed vs uninterrupted");
+        }
+        CheckpointJob.State end = CheckpointJob.State.read(out.resolve("resume-end-rank-0.txt"));
+        assertEquals(2 * CheckpointJob.STEPS_PER_EPOCH, end.scaler.getSteps());
+        assertEquals(2, end.scaler.getSkippedSteps());
+        // the resumed run wrote checkpoint 2 in place of the half one, and cleared the leftover
+        assertEquals(
+                List.of(
+                        checkpoints.resolve("ckpt-0001.params"),
+                        checkpoints.resolve("ckpt-0002.params")),
+                list(checkpoints));
+        assertSameState(end, CheckpointJob.State.ofCheckpoint(checkpoints), "checkpoint 2");
     }
 
     private static void assertSameState(
