@@ -27,7 +27,8 @@ import io.github.djlamp.amp.train.AmpTrainingConfig;
  *
  * <p>To resume, load the checkpoint ({@code model.load(directory, name)}: weights and djl-amp's
  * loss scaler state) before creating the trainer, on rank 0 or on every rank: the trainer gives
- * every rank rank 0's weights and scaler state.
+ * every rank rank 0's weights and scaler state. {@link DistributedSampler#setEpoch} on every rank
+ * continues the data order.
  */
 public final class DataParallel {
 
