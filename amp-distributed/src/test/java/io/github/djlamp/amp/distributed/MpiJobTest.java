@@ -126,8 +126,20 @@ class MpiJobTest {
     void anInfOnOneRankSkipsTheStepOnAll() throws Exception {
         MpiLauncher.Outcome run =
                 MpiLauncher.run(
-                        2, 120, List.of(), out.toString(), "4", "8", "fp16", "fault=1:2:inf");
+                        2,
+                        120,
+                        List.of("-Dorg.slf4j.simpleLogger.defaultLogLevel=info"),
+                        out.toString(),
+                        "4",
+                        "8",
+                        "fp16",
+                        "fault=1:2:inf");
         assertEquals(0, run.exitCode, run.output);
+        // djl-amp's epoch summary once, from rank 0
+        assertEquals(
+                1,
+                run.output.split("djl-amp epoch 1: 4 steps, 1 skipped", -1).length - 1,
+                run.output);
         TrainingJob.Result root = read("fp16", 0);
         TrainingJob.Result other = read("fp16", 1);
         assertEquals(1, root.skipped, "rank 0 skipped the step whose Inf was on rank 1");
