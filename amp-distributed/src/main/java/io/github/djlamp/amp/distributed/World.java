@@ -565,7 +565,8 @@ public final class World implements AutoCloseable {
      * {@code MPI_Finalize}, which would wait for the others forever: in a {@code
      * try-with-resources} the exception that ended the program is printed with this one attached,
      * the process exits non-zero, and the launcher ends the job. The check waits at most the
-     * collective deadline for the other ranks; past it, MPI is finalized as without it.
+     * collective deadline for the other ranks; past it, the job is aborted naming the ranks that
+     * did not close.
      *
      * @throws IllegalStateException when this rank leaves while other ranks wait for it
      */
@@ -627,8 +628,28 @@ public final class World implements AutoCloseable {
             if (ahead > 0) {
                 return ahead;
             }
-            if (allClosed || System.nanoTime() > deadline) {
-                break; // past the deadline: finalize as without the check
+            if (allClosed) {
+                break;
+            }
+            if (System.nanoTime() > deadline) {
+                List<Integer> open = new ArrayList<>();
+                for (int peer = 1; peer < size; peer++) {
+                    if (closedAt[peer] == NOT_CLOSED) {
+                        open.add(peer);
+                    }
+                }
+                abort(
+                        String.format(
+                                "djl-amp: rank 0 of %d closed its World after collective #%d and"
+                                        + " waited %d s (%s) for the other ranks to close theirs:"
+                                        + " %s %s did not: lost or hung after the last collective."
+                                        + " Aborting the job.",
+                                size,
+                                sequence,
+                                timeout.toSeconds(),
+                                TIMEOUT_PROPERTY,
+                                open.size() == 1 ? "rank" : "ranks",
+                                open.toString().replaceAll("[\\[\\]]", "")));
             }
             polls = pause(polls);
         }
@@ -642,8 +663,10 @@ public final class World implements AutoCloseable {
     }
 
     /**
-     * A rank other than 0 leaving: tells rank 0 after which collective, and waits (at most the
-     * deadline) for its answer: 0, or the collective the others wait in when this rank left early.
+     * A rank other than 0 leaving: tells rank 0 after which collective, and waits for its answer:
+     * 0, or the collective the others wait in when this rank left early. Rank 0 still busy on its
+     * own (saving the last checkpoint) counts against the deadline, as it does in a collective;
+     * past the deadline and the grace rank 0 has to end the job, this rank ends it.
      */
     private long closeOnPeer() {
         Memory notice = new Memory(Long.BYTES);
@@ -659,7 +682,11 @@ public final class World implements AutoCloseable {
                 mpi.MPI_Irecv(
                         verdict, 1, handles.longType, 0, VERDICT_TAG, handles.commWorld, received),
                 "MPI_Irecv");
-        long deadline = System.nanoTime() + timeout.toNanos();
+        long start = System.nanoTime();
+        long deadline =
+                start
+                        + timeout.toNanos()
+                        + Math.min(timeout.toNanos(), Duration.ofSeconds(10).toNanos());
         IntByReference flag = new IntByReference();
         int polls = 0;
         while (true) {
@@ -667,11 +694,15 @@ public final class World implements AutoCloseable {
             if (flag.getValue() != 0) {
                 return verdict.getLong(0);
             }
-            if (System.nanoTime() > deadline) {
-                // rank 0 busy on its own or lost: finalize as without the check
-                mpi.MPI_Cancel(received);
-                mpi.MPI_Wait(received, OpenMpiHandles.STATUS_IGNORE);
-                return 0;
+            long now = System.nanoTime();
+            if (now > deadline) {
+                abort(
+                        String.format(
+                                "djl-amp: rank %d of %d closed its World after collective #%d and"
+                                        + " waited %d s for rank 0 to close its own: rank 0 is"
+                                        + " lost or hangs after the last collective. Aborting the"
+                                        + " job.",
+                                rank, size, sequence, (now - start) / 1_000_000_000L));
             }
             polls = pause(polls);
         }

@@ -190,6 +190,30 @@ class MpiJobTest {
                 run.output.contains("waited 60 s"), "not ended by the deadline:\n" + run.output);
     }
 
+    /** A rank that hangs after the last collective: the job ends after the deadline, naming it. */
+    @ParameterizedTest
+    @ValueSource(ints = {0, 1})
+    void aRankHungAtTheEndIsNamedAndTheJobAborted(int hung) throws Exception {
+        MpiLauncher.Outcome run =
+                MpiLauncher.run(
+                        2,
+                        60,
+                        List.of("-D" + World.TIMEOUT_PROPERTY + "=3"),
+                        out.toString(),
+                        "2",
+                        "8",
+                        "fp32",
+                        "fault=" + hung + ":0:hang-at-end");
+        assertNotEquals(0, run.exitCode, run.output);
+        assertTrue(
+                run.output.contains(
+                        hung == 1
+                                ? "for the other ranks to close theirs: rank 1 did not"
+                                : "rank 0 is lost or hangs after the last collective"),
+                run.output);
+        assertTrue(run.seconds < 100, "took " + run.seconds + " s");
+    }
+
     @Test
     void aHungRankIsNamedAndTheJobAbortedWithinTheDeadline() throws Exception {
         MpiLauncher.Outcome run =

@@ -48,8 +48,9 @@ import java.util.concurrent.atomic.AtomicInteger;
  *
  * <p>Arguments: {@code OUT STEPS GLOBAL_BATCH PRECISIONS [fault=RANK:STEP:KIND] [staging=host]},
  * the last making CPU gradients take the host staging CUDA gradients take; KIND one of {@code inf}
- * (an Inf in that rank's loss, so its gradients, at that step), {@code kill} (SIGKILL) or {@code
- * hang} (stops forever).
+ * (an Inf in that rank's loss, so its gradients, at that step), {@code kill} (SIGKILL), {@code
+ * hang} (stops forever), {@code throw} (an exception out of the training loop) or, with STEP 0,
+ * {@code hang-at-end} (stops forever after training, before closing its world).
  */
 public final class TrainingJob {
 
@@ -93,6 +94,9 @@ public final class TrainingJob {
                         out.resolve(precision + "-rank-" + world.getRank() + ".txt"),
                         result.toString(),
                         StandardCharsets.UTF_8);
+            }
+            if (("fault=" + world.getRank() + ":0:hang-at-end").equals(fault)) {
+                fail("hang");
             }
         }
     }
