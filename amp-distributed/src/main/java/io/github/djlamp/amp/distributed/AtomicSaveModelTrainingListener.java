@@ -105,7 +105,14 @@ public final class AtomicSaveModelTrainingListener extends SaveModelTrainingList
     public void onTrainingBegin(Trainer trainer) {
         String loaded = trainer.getModel().getProperty(EPOCH_PROPERTY);
         if (epoch == 0 && loaded != null) {
-            epoch = Integer.parseInt(loaded);
+            try {
+                epoch = Integer.parseInt(loaded.trim());
+            } catch (NumberFormatException e) {
+                logger.warn(
+                        "djl-amp: the model's Epoch property '{}' is not a number: checkpoints"
+                                + " are numbered from 1",
+                        loaded);
+            }
         }
     }
 

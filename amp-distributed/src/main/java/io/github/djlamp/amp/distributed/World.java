@@ -9,6 +9,7 @@ import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.locks.LockSupport;
@@ -24,7 +25,9 @@ import org.slf4j.LoggerFactory;
  * others do not wait forever. Before each collective every rank tells rank 0 it has arrived, so
  * that rank 0, when the deadline passes, names the ranks that never came, and aborts the whole job
  * with {@code MPI_Abort}. (A rank that dies outright is usually noticed sooner by the launcher,
- * which then ends the job and names it.)
+ * which then ends the job and names it.) Leaving is checked the same way: {@link #close()} finds a
+ * rank whose program ended while the others wait for it, or a rank that hangs after the last
+ * collective.
  *
  * <p>Started without a launcher, the world is one process and every collective is the identity. MPI
  * calls must come from one thread at a time.
@@ -378,7 +381,7 @@ public final class World implements AutoCloseable {
         lastArrival = new long[size];
         closedAt = new long[size];
         toldEarly = new boolean[size];
-        java.util.Arrays.fill(closedAt, NOT_CLOSED);
+        Arrays.fill(closedAt, NOT_CLOSED);
         for (int peer = 1; peer < size; peer++) {
             arrivalValues[peer] = new Memory(Long.BYTES);
             arrivalRequests[peer] = new Memory(Native.POINTER_SIZE);
