@@ -44,7 +44,8 @@ import java.util.concurrent.atomic.AtomicInteger;
  * OUT/straight-end-rank-R.txt}). {@code resume}: rank 0 loads the newest checkpoint, rank 1 loads
  * nothing and holds another scaler state; the sampler continues at the checkpoint's epoch; every
  * rank writes its state once the trainer is initialized ({@code OUT/resume-start-rank-R.txt}) and
- * after the second epoch ({@code OUT/resume-end-rank-R.txt}).
+ * after the second epoch ({@code OUT/resume-end-rank-R.txt}). {@code resume-all}: the same, every
+ * rank loading the checkpoint ({@code OUT/resume-all-...}).
  */
 public final class CheckpointJob {
 
@@ -66,7 +67,7 @@ public final class CheckpointJob {
         Path out = Path.of(args[0]);
         Path checkpoints = Path.of(args[1]);
         String mode = args[2];
-        boolean resume = mode.equals("resume");
+        boolean resume = mode.startsWith("resume");
         try (World world = World.init()) {
             Engine.getInstance().setRandomSeed(1000 + world.getRank());
             AtomicInteger step = new AtomicInteger();
@@ -74,7 +75,7 @@ public final class CheckpointJob {
             try (Model model = Model.newInstance(NAME);
                     NDManager data = NDManager.newBaseManager()) {
                 model.setBlock(Amp.wrap(block, "fp16"));
-                if (resume && world.isRoot()) {
+                if (resume && (world.isRoot() || mode.equals("resume-all"))) {
                     model.load(checkpoints, NAME);
                 } else if (resume) {
                     model.setProperty(
@@ -130,7 +131,7 @@ public final class CheckpointJob {
                             new Shape(GLOBAL_BATCH / world.getSize(), TrainingJob.FEATURES));
                     if (resume) {
                         write(
-                                out.resolve("resume-start-rank-" + world.getRank() + ".txt"),
+                                out.resolve(mode + "-start-rank-" + world.getRank() + ".txt"),
                                 trainer);
                     }
                     EasyTrain.fit(trainer, resume ? 1 : 2, dataset, null);

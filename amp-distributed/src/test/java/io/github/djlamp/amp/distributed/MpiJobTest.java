@@ -275,6 +275,20 @@ class MpiJobTest {
         assertEquals(1, saved.scaler.getSkippedSteps(), "the Inf on rank 1 skipped one step");
         assertEquals(1, saved.scaler.getOverflowsSinceChange(), "hysteresis 2: no back-off yet");
 
+        // resuming with every rank loading checkpoint 1 (a copy: the other resume writes beside it)
+        Path copy = Files.createDirectories(out.resolve("checkpoints-every-rank"));
+        Files.copy(checkpoints.resolve("ckpt-0001.params"), copy.resolve("ckpt-0001.params"));
+        MpiLauncher.Outcome resumeAll =
+                MpiLauncher.run(
+                        CheckpointJob.class,
+                        2,
+                        120,
+                        List.of(),
+                        out.toString(),
+                        copy.toString(),
+                        "resume-all");
+        assertEquals(0, resumeAll.exitCode, resumeAll.output);
+
         MpiLauncher.Outcome resume =
                 MpiLauncher.run(
                         CheckpointJob.class,
@@ -285,18 +299,20 @@ class MpiJobTest {
                         checkpoints.toString(),
                         "resume");
         assertEquals(0, resume.exitCode, resume.output);
-        for (int rank = 0; rank < 2; rank++) {
-            // rank 0 loaded the checkpoint; rank 1 loaded nothing and held another scaler state
-            CheckpointJob.State start =
-                    CheckpointJob.State.read(out.resolve("resume-start-rank-" + rank + ".txt"));
-            assertSameState(saved, start, "rank " + rank + " after resuming");
-        }
-        for (int rank = 0; rank < 2; rank++) {
-            // the resumed second epoch ends bitwise where the uninterrupted run's ends
-            assertSameState(
-                    CheckpointJob.State.read(out.resolve("straight-end-rank-" + rank + ".txt")),
-                    CheckpointJob.State.read(out.resolve("resume-end-rank-" + rank + ".txt")),
-                    "rank " + rank + " resumed vs uninterrupted");
+        // resume: rank 0 loaded the checkpoint; rank 1 loaded nothing and held another scaler state
+        for (String mode : List.of("resume", "resume-all")) {
+            for (int rank = 0; rank < 2; rank++) {
+                assertSameState(
+                        saved,
+                        CheckpointJob.State.read(
+                                out.resolve(mode + "-start-rank-" + rank + ".txt")),
+                        mode + ", rank " + rank + " after loading");
+                // the resumed second epoch ends bitwise where the uninterrupted run's ends
+                assertSameState(
+                        CheckpointJob.State.read(out.resolve("straight-end-rank-" + rank + ".txt")),
+                        CheckpointJob.State.read(out.resolve(mode + "-end-rank-" + rank + ".txt")),
+                        mode + ", rank " + rank + " vs uninterrupted");
+            }
         }
         CheckpointJob.State end = CheckpointJob.State.read(out.resolve("resume-end-rank-0.txt"));
         assertEquals(2 * CheckpointJob.STEPS_PER_EPOCH, end.scaler.getSteps());
