@@ -29,6 +29,7 @@ public final class AmpTrainingListener extends TrainingListenerAdapter {
     private float epochMinScale = Float.POSITIVE_INFINITY;
     private float epochMaxScale;
     private int epoch;
+    private boolean logging = true;
 
     /**
      * Creates the listener.
@@ -48,11 +49,26 @@ public final class AmpTrainingListener extends TrainingListenerAdapter {
         return session;
     }
 
+    /**
+     * Turns this listener's INFO lines (the policy when training begins, a summary each epoch) on
+     * or off; metrics are published either way. Data-parallel training turns them off on every
+     * process but the first.
+     *
+     * @param logging whether to log
+     */
+    public void setLogging(boolean logging) {
+        this.logging = logging;
+    }
+
     /** {@inheritDoc} */
     @Override
     public void onTrainingBegin(Trainer trainer) {
         session.attach(trainer);
         LossScaler scaler = session.getScaler();
+        if (!logging) {
+            startEpoch();
+            return;
+        }
         logger.info(
                 "djl-amp: policy {}, loss scaling {}, scale {}",
                 session.getPolicyChoice(),
@@ -84,6 +100,10 @@ public final class AmpTrainingListener extends TrainingListenerAdapter {
         long steps = scaler.getSteps() - epochStartSteps;
         long skipped = scaler.getSkippedSteps() - epochStartSkipped;
         epoch++;
+        if (!logging) {
+            startEpoch();
+            return;
+        }
         if (scaler.getConfig().isEnabled()) {
             logger.info(
                     "djl-amp epoch {}: {} steps, {} skipped; loss scale {} (range {} to {})",

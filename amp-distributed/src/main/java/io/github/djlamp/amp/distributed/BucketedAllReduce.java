@@ -35,7 +35,9 @@ public final class BucketedAllReduce implements GradientReducer {
 
     private final World world;
     private final long bucketBytes;
+    private final boolean stageCpuBuckets;
     private long steps;
+    private long stagedBuckets;
 
     /**
      * Creates the reducer.
@@ -45,6 +47,15 @@ public final class BucketedAllReduce implements GradientReducer {
      * @throws IllegalArgumentException when {@code bucketBytes} is negative
      */
     public BucketedAllReduce(World world, long bucketBytes) {
+        this(world, bucketBytes, false);
+    }
+
+    /**
+     * Creates the reducer; {@code stageCpuBuckets} sends CPU buckets through the host staging that
+     * device buckets take (a copy out, the all-reduce on the copy, a copy back), so that path runs
+     * on machines without a GPU.
+     */
+    BucketedAllReduce(World world, long bucketBytes, boolean stageCpuBuckets) {
         if (bucketBytes < 0) {
             throw new IllegalArgumentException(
                     "bucketBytes must be >= 0 (0: one all-reduce per parameter), got "
@@ -52,6 +63,7 @@ public final class BucketedAllReduce implements GradientReducer {
         }
         this.world = world;
         this.bucketBytes = bucketBytes;
+        this.stageCpuBuckets = stageCpuBuckets;
     }
 
     /**
@@ -61,6 +73,11 @@ public final class BucketedAllReduce implements GradientReducer {
      */
     public long getBucketBytes() {
         return bucketBytes;
+    }
+
+    /** The number of buckets that went through host staging so far. */
+    long getStagedBuckets() {
+        return stagedBuckets;
     }
 
     /** {@inheritDoc} */
@@ -129,10 +146,14 @@ public final class BucketedAllReduce implements GradientReducer {
         NDArray packed = flats.size() == 1 ? flats.get(0).duplicate() : NDArrays.concat(flats);
         packed.attach(stepManager);
         Device device = packed.getDevice();
+        boolean onCpu = Device.cpu().equals(device);
+        boolean staged = !onCpu || stageCpuBuckets;
         NDArray host = packed;
-        if (!Device.cpu().equals(device)) {
-            host = packed.toDevice(Device.cpu(), true); // host staging; NCCL would avoid it
+        if (staged) {
+            // host staging: MPI reads and writes host memory (NCCL would reduce on the device)
+            host = onCpu ? packed.duplicate() : packed.toDevice(Device.cpu(), true);
             host.attach(stepManager);
+            stagedBuckets++;
         }
         ByteBuffer memory = host.toByteBuffer(true);
         world.allReduceSum(
@@ -141,8 +162,8 @@ public final class BucketedAllReduce implements GradientReducer {
                 "gradient all-reduce, bucket " + (index + 1) + " of " + count + ", step " + steps);
         host.muli(1f / world.getSize());
         NDArray back = host;
-        if (host != packed) {
-            back = host.toDevice(device, true);
+        if (staged) {
+            back = onCpu ? host.duplicate() : host.toDevice(device, true);
             back.attach(stepManager);
         }
         NDList parts =

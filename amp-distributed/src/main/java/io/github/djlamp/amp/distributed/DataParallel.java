@@ -20,8 +20,15 @@ import io.github.djlamp.amp.train.AmpTrainingConfig;
  * starts from rank 0's value, whatever each rank initialized or loaded; after each step's backward
  * the gradients are averaged across ranks in buckets ({@link BucketedAllReduce}) before djl-amp's
  * fused unscale-and-check, so every rank takes the same skip decision and keeps the same loss
- * scale; logging and checkpoint listeners run on rank 0 only; at the end of each epoch the ranks
- * check that their trainable weights are still identical.
+ * scale; logging and checkpoint listeners run on rank 0 only, and DJL's {@code
+ * SaveModelTrainingListener} is replaced there by an {@link AtomicSaveModelTrainingListener}, so a
+ * job that dies mid-save keeps its previous checkpoint; at the end of each epoch the ranks check
+ * that their trainable weights are still identical.
+ *
+ * <p>To resume, load the checkpoint ({@code model.load(directory, name)}: weights and djl-amp's
+ * loss scaler state) before creating the trainer, on rank 0 or on every rank: the trainer gives
+ * every rank rank 0's weights and scaler state. {@link DistributedSampler#setEpoch} on every rank
+ * continues the data order.
  */
 public final class DataParallel {
 

@@ -10,12 +10,13 @@ import ai.djl.util.Pair;
 import io.github.djlamp.amp.scale.LossScaler;
 import io.github.djlamp.amp.scale.ScalerState;
 import io.github.djlamp.amp.train.AmpSession;
+import io.github.djlamp.amp.train.AmpTrainingListener;
 import java.util.List;
 
 /**
  * Wires a trainer into the world: when the trainer is created, hands djl-amp's session the gradient
- * reducer and makes every parameter start from rank 0's value; at the end of each epoch, checks
- * that the ranks' trainable weights are still identical.
+ * reducer, makes every parameter start from rank 0's value and leaves djl-amp's logging to rank 0;
+ * at the end of each epoch, checks that the ranks' trainable weights are still identical.
  */
 final class DataParallelListener extends TrainingListenerAdapter {
 
@@ -40,6 +41,15 @@ final class DataParallelListener extends TrainingListenerAdapter {
     public void onTrainingBegin(Trainer trainer) {
         AmpSession session = AmpSession.of(trainer);
         session.setGradientReducer(reducer);
+        if (!world.isRoot()) {
+            // djl-amp's own INFO lines once, not once a rank
+            trainer.notifyListeners(
+                    listener -> {
+                        if (listener instanceof AmpTrainingListener) {
+                            ((AmpTrainingListener) listener).setLogging(false);
+                        }
+                    });
+        }
         // the loss scale, growth tracker and counters a resumed run restored: rank 0's everywhere
         LossScaler scaler = session.getScaler();
         String state = world.broadcast(scaler.state().toString(), "loss scaler state");

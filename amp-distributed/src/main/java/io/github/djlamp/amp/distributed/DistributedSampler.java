@@ -13,14 +13,15 @@ import java.util.Random;
  * Gives each rank its share of every global batch of a {@link RandomAccessDataset}.
  *
  * <p>Global batch semantics: in epoch {@code e} (counted by the calls to {@link #sample}, one per
- * pass over the dataset), the dataset's indices are shuffled with {@code new Random(seed + e)}, the
- * same permutation on every rank, and cut into global batches of {@code globalBatchSize}; the last,
- * incomplete global batch is dropped, so every rank takes the same number of steps. Rank {@code r}
- * of {@code n} takes the {@code r}-th of the {@code n} equal, contiguous slices of each global
- * batch. The shards are disjoint and together they are the global batch, so the mean of the ranks'
- * mean losses is the global batch's mean loss, and the mean of their gradients is the gradient one
- * process would compute on the whole global batch. A world of one process yields the global batches
- * themselves: the single-process reference of a data-parallel run.
+ * pass over the dataset, from 0 or from {@link #setEpoch}), the dataset's indices are shuffled with
+ * {@code new Random(seed + e)}, the same permutation on every rank, and cut into global batches of
+ * {@code globalBatchSize}; the last, incomplete global batch is dropped, so every rank takes the
+ * same number of steps. Rank {@code r} of {@code n} takes the {@code r}-th of the {@code n} equal,
+ * contiguous slices of each global batch. The shards are disjoint and together they are the global
+ * batch, so the mean of the ranks' mean losses is the global batch's mean loss, and the mean of
+ * their gradients is the gradient one process would compute on the whole global batch. A world of
+ * one process yields the global batches themselves: the single-process reference of a data-parallel
+ * run.
  */
 public final class DistributedSampler implements Sampler {
 
@@ -103,6 +104,30 @@ public final class DistributedSampler implements Sampler {
      */
     public long stepsPerEpoch(RandomAccessDataset dataset) {
         return dataset.size() / globalBatchSize;
+    }
+
+    /**
+     * Returns the epoch the next pass over the dataset shuffles for.
+     *
+     * @return the number of passes made, or the epoch set
+     */
+    public int getEpoch() {
+        return epoch;
+    }
+
+    /**
+     * Makes the next pass over the dataset the one of epoch {@code epoch}: a run resumed after
+     * {@code k} epochs calls {@code setEpoch(k)}, the same on every rank, to continue with the
+     * order the uninterrupted run would have taken.
+     *
+     * @param epoch the number of epochs already trained
+     * @throws IllegalArgumentException when {@code epoch} is negative
+     */
+    public void setEpoch(int epoch) {
+        if (epoch < 0) {
+            throw new IllegalArgumentException("epoch must be >= 0, got " + epoch);
+        }
+        this.epoch = epoch;
     }
 
     /** {@inheritDoc} */

@@ -9,6 +9,7 @@ import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.locks.LockSupport;
@@ -24,7 +25,9 @@ import org.slf4j.LoggerFactory;
  * others do not wait forever. Before each collective every rank tells rank 0 it has arrived, so
  * that rank 0, when the deadline passes, names the ranks that never came, and aborts the whole job
  * with {@code MPI_Abort}. (A rank that dies outright is usually noticed sooner by the launcher,
- * which then ends the job and names it.)
+ * which then ends the job and names it.) Leaving is checked the same way: {@link #close()} finds a
+ * rank whose program ended while the others wait for it, or a rank that hangs after the last
+ * collective.
  *
  * <p>Started without a launcher, the world is one process and every collective is the identity. MPI
  * calls must come from one thread at a time.
@@ -43,6 +46,8 @@ public final class World implements AutoCloseable {
     private static final Logger logger = LoggerFactory.getLogger(World.class);
     private static final int MPI_THREAD_SERIALIZED = 2;
     private static final int ARRIVAL_TAG = 7_001;
+    private static final int VERDICT_TAG = 7_002;
+    private static final long NOT_CLOSED = -1;
     private static final String[] LAUNCHER_VARIABLES = {
         "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK", "SLURM_PROCID"
     };
@@ -54,10 +59,15 @@ public final class World implements AutoCloseable {
     private final int size;
     private final Duration timeout;
     private long sequence;
-    // rank 0: one posted receive per peer for its arrival notices, and the last notice seen
+    // rank 0: one posted receive per peer for its arrival and closing notices, the last
+    // collective each peer arrived at, the collective count each peer closed its world at, and
+    // when to abort once a peer left the job early
     private Memory[] arrivalRequests;
     private Memory[] arrivalValues;
     private long[] lastArrival;
+    private long[] closedAt;
+    private boolean[] toldEarly;
+    private long leaverAbortAt = Long.MAX_VALUE;
     // other ranks: arrival notices not yet known to be sent
     private final List<Memory[]> pendingNotices = new ArrayList<>();
     private boolean closed;
@@ -369,6 +379,9 @@ public final class World implements AutoCloseable {
         arrivalRequests = new Memory[size];
         arrivalValues = new Memory[size];
         lastArrival = new long[size];
+        closedAt = new long[size];
+        toldEarly = new boolean[size];
+        Arrays.fill(closedAt, NOT_CLOSED);
         for (int peer = 1; peer < size; peer++) {
             arrivalValues[peer] = new Memory(Long.BYTES);
             arrivalRequests[peer] = new Memory(Native.POINTER_SIZE);
@@ -392,15 +405,21 @@ public final class World implements AutoCloseable {
     private void pollArrivals() {
         IntByReference flag = new IntByReference();
         for (int peer = 1; peer < size; peer++) {
-            while (true) {
+            while (closedAt[peer] == NOT_CLOSED) {
                 check(
                         mpi.MPI_Test(arrivalRequests[peer], flag, OpenMpiHandles.STATUS_IGNORE),
                         "MPI_Test");
                 if (flag.getValue() == 0) {
                     break;
                 }
-                lastArrival[peer] = arrivalValues[peer].getLong(0);
-                postArrivalReceive(peer);
+                long notice = arrivalValues[peer].getLong(0);
+                if (notice >= 0) {
+                    lastArrival[peer] = notice;
+                    postArrivalReceive(peer);
+                } else {
+                    closedAt[peer] = -notice - 1; // its last notice: nothing more to receive
+                    break;
+                }
             }
         }
     }
@@ -421,7 +440,8 @@ public final class World implements AutoCloseable {
             long now = System.nanoTime();
             if (isRoot()) {
                 pollArrivals();
-                if (now > deadline) {
+                tellLeavers(now);
+                if (now > deadline || now > leaverAbortAt) {
                     abort(lostRanksMessage(what));
                 }
             } else if (now > deadline + grace) {
@@ -440,12 +460,55 @@ public final class World implements AutoCloseable {
         }
     }
 
+    /**
+     * Rank 0, waiting in a collective: a peer that closed its world before this collective left the
+     * job (an exception ended its program): tells it so, so that its {@link #close()} throws
+     * instead of finalizing and its exception gets printed, and gives the launcher a short grace to
+     * end the job before aborting it.
+     */
+    private void tellLeavers(long now) {
+        for (int peer = 1; peer < size; peer++) {
+            if (closedAt[peer] != NOT_CLOSED && closedAt[peer] < sequence && !toldEarly[peer]) {
+                toldEarly[peer] = true;
+                sendVerdict(peer, sequence);
+                long grace = Math.min(timeout.toNanos(), Duration.ofSeconds(10).toNanos());
+                leaverAbortAt = Math.min(leaverAbortAt, now + grace);
+            }
+        }
+    }
+
+    private void sendVerdict(int peer, long verdict) {
+        Memory value = new Memory(Long.BYTES);
+        value.setLong(0, verdict);
+        Memory request = new Memory(Native.POINTER_SIZE);
+        check(
+                mpi.MPI_Isend(
+                        value, 1, handles.longType, peer, VERDICT_TAG, handles.commWorld, request),
+                "MPI_Isend");
+        pendingNotices.add(new Memory[] {request, value});
+    }
+
     private String lostRanksMessage(String what) {
         List<Integer> missing = new ArrayList<>();
+        List<String> left = new ArrayList<>();
         for (int peer = 1; peer < size; peer++) {
-            if (lastArrival[peer] < sequence) {
+            if (closedAt[peer] != NOT_CLOSED && closedAt[peer] < sequence) {
+                left.add(
+                        "rank "
+                                + peer
+                                + " left the job after collective #"
+                                + closedAt[peer]
+                                + " (it closed its World: its program ended, an exception there"
+                                + " is the cause)");
+            } else if (lastArrival[peer] < sequence) {
                 missing.add(peer);
             }
+        }
+        if (!left.isEmpty()) {
+            return String.format(
+                    "djl-amp: rank 0 of %d in '%s' (collective #%d): %s. Aborting the job; no"
+                            + " checkpoint is written.",
+                    size, what, sequence, String.join("; ", left));
         }
         String who =
                 missing.isEmpty()
@@ -495,7 +558,21 @@ public final class World implements AutoCloseable {
         return comma > 0 ? version.substring(0, comma) : version;
     }
 
-    /** Finalizes MPI (once per process: MPI cannot be initialized again afterwards). */
+    /**
+     * Leaves the job and finalizes MPI (once per process: MPI cannot be initialized again
+     * afterwards).
+     *
+     * <p>First every rank checks with rank 0 that it leaves after the same collectives as the
+     * others. A rank whose program ended while the others still wait for it in a collective (an
+     * exception ended its training) is told so, and this method then throws instead of calling
+     * {@code MPI_Finalize}, which would wait for the others forever: in a {@code
+     * try-with-resources} the exception that ended the program is printed with this one attached,
+     * the process exits non-zero, and the launcher ends the job. The check waits at most the
+     * collective deadline for the other ranks; past it, the job is aborted naming the ranks that
+     * did not close.
+     *
+     * @throws IllegalStateException when this rank leaves while other ranks wait for it
+     */
     @Override
     public synchronized void close() {
         if (closed || mpi == null) {
@@ -503,10 +580,25 @@ public final class World implements AutoCloseable {
             return;
         }
         closed = true;
+        if (size > 1) {
+            long othersIn = isRoot() ? closeOnRoot() : closeOnPeer();
+            if (othersIn != 0) {
+                throw new IllegalStateException(
+                        String.format(
+                                "djl-amp: rank %d of %d left the job after collective #%d while"
+                                        + " other ranks wait for it in collective #%d: its program"
+                                        + " ended early (the exception this one is attached to,"
+                                        + " if any, is why). MPI is not finalized, so that the"
+                                        + " launcher ends the job.",
+                                rank, size, sequence, othersIn));
+            }
+        }
         if (isRoot() && arrivalRequests != null) {
             for (int peer = 1; peer < size; peer++) {
-                mpi.MPI_Cancel(arrivalRequests[peer]);
-                mpi.MPI_Wait(arrivalRequests[peer], OpenMpiHandles.STATUS_IGNORE);
+                if (closedAt[peer] == NOT_CLOSED) {
+                    mpi.MPI_Cancel(arrivalRequests[peer]);
+                    mpi.MPI_Wait(arrivalRequests[peer], OpenMpiHandles.STATUS_IGNORE);
+                }
             }
         }
         for (Memory[] notice : pendingNotices) {
@@ -518,5 +610,113 @@ public final class World implements AutoCloseable {
         if (flag.getValue() == 0) {
             mpi.MPI_Finalize();
         }
+    }
+
+    /**
+     * Rank 0 leaving: waits for every peer's closing notice; answers each whether it left after the
+     * same collectives. Returns the collective some peer already waits in when rank 0 is the one
+     * leaving early, else 0.
+     */
+    private long closeOnRoot() {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        int polls = 0;
+        while (true) {
+            pollArrivals();
+            boolean allClosed = true;
+            long ahead = 0;
+            for (int peer = 1; peer < size; peer++) {
+                ahead = Math.max(ahead, lastArrival[peer] > sequence ? lastArrival[peer] : 0);
+                allClosed &= closedAt[peer] != NOT_CLOSED;
+            }
+            if (ahead > 0) {
+                return ahead;
+            }
+            if (allClosed) {
+                break;
+            }
+            if (System.nanoTime() > deadline) {
+                List<Integer> open = new ArrayList<>();
+                for (int peer = 1; peer < size; peer++) {
+                    if (closedAt[peer] == NOT_CLOSED) {
+                        open.add(peer);
+                    }
+                }
+                abort(
+                        String.format(
+                                "djl-amp: rank 0 of %d closed its World after collective #%d and"
+                                        + " waited %d s (%s) for the other ranks to close theirs:"
+                                        + " %s %s did not: lost or hung after the last collective."
+                                        + " Aborting the job.",
+                                size,
+                                sequence,
+                                timeout.toSeconds(),
+                                TIMEOUT_PROPERTY,
+                                open.size() == 1 ? "rank" : "ranks",
+                                open.toString().replaceAll("[\\[\\]]", "")));
+            }
+            polls = pause(polls);
+        }
+        for (int peer = 1; peer < size; peer++) {
+            if (closedAt[peer] != NOT_CLOSED && !toldEarly[peer]) {
+                // a broadcast completes at rank 0 without its receivers: a peer can be behind
+                sendVerdict(peer, closedAt[peer] == sequence ? 0 : sequence);
+            }
+        }
+        return 0;
+    }
+
+    /**
+     * A rank other than 0 leaving: tells rank 0 after which collective, and waits for its answer:
+     * 0, or the collective the others wait in when this rank left early. Rank 0 still busy on its
+     * own (saving the last checkpoint) counts against the deadline, as it does in a collective;
+     * past the deadline and the grace rank 0 has to end the job, this rank ends it.
+     */
+    private long closeOnPeer() {
+        Memory notice = new Memory(Long.BYTES);
+        notice.setLong(0, -(sequence + 1));
+        Memory sent = new Memory(Native.POINTER_SIZE);
+        check(
+                mpi.MPI_Isend(notice, 1, handles.longType, 0, ARRIVAL_TAG, handles.commWorld, sent),
+                "MPI_Isend");
+        pendingNotices.add(new Memory[] {sent, notice});
+        Memory verdict = new Memory(Long.BYTES);
+        Memory received = new Memory(Native.POINTER_SIZE);
+        check(
+                mpi.MPI_Irecv(
+                        verdict, 1, handles.longType, 0, VERDICT_TAG, handles.commWorld, received),
+                "MPI_Irecv");
+        long start = System.nanoTime();
+        long deadline =
+                start
+                        + timeout.toNanos()
+                        + Math.min(timeout.toNanos(), Duration.ofSeconds(10).toNanos());
+        IntByReference flag = new IntByReference();
+        int polls = 0;
+        while (true) {
+            check(mpi.MPI_Test(received, flag, OpenMpiHandles.STATUS_IGNORE), "MPI_Test");
+            if (flag.getValue() != 0) {
+                return verdict.getLong(0);
+            }
+            long now = System.nanoTime();
+            if (now > deadline) {
+                abort(
+                        String.format(
+                                "djl-amp: rank %d of %d closed its World after collective #%d and"
+                                        + " waited %d s for rank 0 to close its own: rank 0 is"
+                                        + " lost or hangs after the last collective. Aborting the"
+                                        + " job.",
+                                rank, size, sequence, (now - start) / 1_000_000_000L));
+            }
+            polls = pause(polls);
+        }
+    }
+
+    private static int pause(int polls) {
+        if (polls > 1000) {
+            LockSupport.parkNanos(100_000);
+        } else {
+            Thread.onSpinWait();
+        }
+        return polls + 1;
     }
 }

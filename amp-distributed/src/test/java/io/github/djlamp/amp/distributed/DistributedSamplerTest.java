@@ -73,6 +73,21 @@ class DistributedSamplerTest {
     }
 
     @Test
+    void aResumedRunSetsTheEpochAndTakesTheOrderTheUninterruptedRunTakes() {
+        try (NDManager manager = NDManager.newBaseManager()) {
+            ArrayDataset dataset = TrainingJob.dataset(manager, 64).setSampling(1, false).build();
+            DistributedSampler uninterrupted = new DistributedSampler(8, true, 9, 1, 2);
+            epoch(uninterrupted, dataset);
+            epoch(uninterrupted, dataset);
+            DistributedSampler resumed = new DistributedSampler(8, true, 9, 1, 2);
+            resumed.setEpoch(2);
+            assertEquals(epoch(uninterrupted, dataset), epoch(resumed, dataset));
+            assertEquals(3, resumed.getEpoch());
+            assertThrows(IllegalArgumentException.class, () -> resumed.setEpoch(-1));
+        }
+    }
+
+    @Test
     void aGlobalBatchThatRanksCannotShareIsRejected() {
         IllegalArgumentException e =
                 assertThrows(

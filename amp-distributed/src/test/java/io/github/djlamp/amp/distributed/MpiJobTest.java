@@ -2,15 +2,22 @@ package io.github.djlamp.amp.distributed;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.List;
+import java.util.stream.Collectors;
+import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * Data-parallel training across real processes: {@code mpirun} on loopback, each rank a JVM
@@ -25,30 +32,43 @@ class MpiJobTest {
 
     @Test
     void twoRanksEqualOneProcessOnTheGlobalBatch() throws Exception {
-        ranksEqualOneProcess(2, 16);
+        ranksEqualOneProcess(2, 16, false);
     }
 
+    /**
+     * The gradients take the host staging CUDA gradients take: copied out, reduced, copied back.
+     */
     @Test
-    void fourRanksEqualOneProcessOnTheGlobalBatch() throws Exception {
-        ranksEqualOneProcess(4, 16);
+    void fourRanksThroughHostStagingEqualOneProcessOnTheGlobalBatch() throws Exception {
+        ranksEqualOneProcess(4, 16, true);
     }
 
-    private void ranksEqualOneProcess(int ranks, int globalBatch) throws Exception {
+    private void ranksEqualOneProcess(int ranks, int globalBatch, boolean staged) throws Exception {
+        List<String> args =
+                new ArrayList<>(
+                        List.of(
+                                out.toString(),
+                                Integer.toString(STEPS),
+                                Integer.toString(globalBatch),
+                                PRECISIONS));
+        if (staged) {
+            args.add("staging=host");
+        }
         MpiLauncher.Outcome run =
-                MpiLauncher.run(
-                        ranks,
-                        240,
-                        List.of(),
-                        out.toString(),
-                        Integer.toString(STEPS),
-                        Integer.toString(globalBatch),
-                        PRECISIONS);
+                MpiLauncher.run(ranks, 240, List.of(), args.toArray(new String[0]));
         assertEquals(0, run.exitCode, run.output);
         for (String precision : PRECISIONS.split(",")) {
             TrainingJob.Result reference =
                     TrainingJob.train(World.local(), precision, STEPS, globalBatch, null);
             TrainingJob.Result root = read(precision, 0);
             assertEquals(STEPS, root.steps, precision);
+            for (int rank = 0; rank < ranks; rank++) {
+                // the MLP's 276 gradients in 1024-byte buckets: 832 bytes, then 272, every step
+                assertEquals(
+                        staged ? 2 * STEPS : 0,
+                        read(precision, rank).stagedBuckets,
+                        "buckets staged through the host");
+            }
             for (int rank = 1; rank < ranks; rank++) {
                 TrainingJob.Result other = read(precision, rank);
                 // every rank steps with the same reduced gradients: bitwise the same weights
@@ -106,8 +126,20 @@ class MpiJobTest {
     void anInfOnOneRankSkipsTheStepOnAll() throws Exception {
         MpiLauncher.Outcome run =
                 MpiLauncher.run(
-                        2, 120, List.of(), out.toString(), "4", "8", "fp16", "fault=1:2:inf");
+                        2,
+                        120,
+                        List.of("-Dorg.slf4j.simpleLogger.defaultLogLevel=info"),
+                        out.toString(),
+                        "4",
+                        "8",
+                        "fp16",
+                        "fault=1:2:inf");
         assertEquals(0, run.exitCode, run.output);
+        // djl-amp's epoch summary once, from rank 0
+        assertEquals(
+                1,
+                run.output.split("djl-amp epoch 1: 4 steps, 1 skipped", -1).length - 1,
+                run.output);
         TrainingJob.Result root = read("fp16", 0);
         TrainingJob.Result other = read("fp16", 1);
         assertEquals(1, root.skipped, "rank 0 skipped the step whose Inf was on rank 1");
@@ -130,6 +162,58 @@ class MpiJobTest {
         assertTrue(Files.notExists(out.resolve("fp32-rank-0.txt")));
     }
 
+    /**
+     * An exception ends one rank's program while the others wait for it in a collective: its
+     * World's close says so instead of finalizing (which would wait forever), the exception is
+     * printed, and the job ends at once, not at the deadline.
+     */
+    @ParameterizedTest
+    @ValueSource(ints = {0, 1})
+    void anExceptionOnOneRankEndsTheJobWithItsMessage(int failing) throws Exception {
+        MpiLauncher.Outcome run =
+                MpiLauncher.run(
+                        2,
+                        120,
+                        List.of("-D" + World.TIMEOUT_PROPERTY + "=60"),
+                        out.toString(),
+                        "50",
+                        "8",
+                        "fp32",
+                        "fault=" + failing + ":2:throw");
+        assertNotEquals(0, run.exitCode, run.output);
+        assertTrue(run.output.contains("TrainingJob: a bug on this rank"), run.output);
+        assertTrue(
+                run.output.contains(
+                        "djl-amp: rank " + failing + " of 2 left the job after collective #"),
+                run.output);
+        assertFalse(
+                run.output.contains("waited 60 s"), "not ended by the deadline:\n" + run.output);
+    }
+
+    /** A rank that hangs after the last collective: the job ends after the deadline, naming it. */
+    @ParameterizedTest
+    @ValueSource(ints = {0, 1})
+    void aRankHungAtTheEndIsNamedAndTheJobAborted(int hung) throws Exception {
+        MpiLauncher.Outcome run =
+                MpiLauncher.run(
+                        2,
+                        60,
+                        List.of("-D" + World.TIMEOUT_PROPERTY + "=3"),
+                        out.toString(),
+                        "2",
+                        "8",
+                        "fp32",
+                        "fault=" + hung + ":0:hang-at-end");
+        assertNotEquals(0, run.exitCode, run.output);
+        assertTrue(
+                run.output.contains(
+                        hung == 1
+                                ? "for the other ranks to close theirs: rank 1 did not"
+                                : "rank 0 is lost or hangs after the last collective"),
+                run.output);
+        assertTrue(run.seconds < 100, "took " + run.seconds + " s");
+    }
+
     @Test
     void aHungRankIsNamedAndTheJobAbortedWithinTheDeadline() throws Exception {
         MpiLauncher.Outcome run =
@@ -147,6 +231,132 @@ class MpiJobTest {
                 run.output.contains("rank 1 never arrived: lost or hung"),
                 "rank 0 names the hung rank:\n" + run.output);
         assertTrue(run.seconds < 100, "took " + run.seconds + " s");
+    }
+
+    @Test
+    void aRankKilledWhileSavingLeavesThePreviousCheckpointAndAResumeRestoresItOnEveryRank()
+            throws Exception {
+        MpiLauncher.Outcome straight =
+                MpiLauncher.run(
+                        CheckpointJob.class,
+                        2,
+                        120,
+                        List.of(),
+                        out.toString(),
+                        out.resolve("uninterrupted").toString(),
+                        "straight");
+        assertEquals(0, straight.exitCode, straight.output);
+
+        Path checkpoints = out.resolve("checkpoints");
+        MpiLauncher.Outcome save =
+                MpiLauncher.run(
+                        CheckpointJob.class,
+                        2,
+                        120,
+                        List.of(),
+                        out.toString(),
+                        checkpoints.toString(),
+                        "save");
+        assertNotEquals(0, save.exitCode, save.output);
+        assertTrue(
+                save.output.contains("CheckpointJob: rank 0 dies while writing checkpoint 2"),
+                save.output);
+        // killed with half of checkpoint 2 written: in the temporary directory, not in place
+        List<Path> entries = list(checkpoints);
+        assertEquals(2, entries.size(), entries.toString());
+        assertEquals(checkpoints.resolve("ckpt-0001.params"), entries.get(0));
+        Path partial = entries.get(1);
+        assertTrue(
+                partial.getFileName().toString().startsWith(AtomicCheckpoint.PARTIAL_PREFIX),
+                entries.toString());
+        assertTrue(Files.size(partial.resolve("ckpt-0002.params")) > 0);
+        CheckpointJob.State saved = CheckpointJob.State.ofCheckpoint(checkpoints);
+        assertEquals(CheckpointJob.STEPS_PER_EPOCH, saved.scaler.getSteps());
+        assertEquals(1, saved.scaler.getSkippedSteps(), "the Inf on rank 1 skipped one step");
+        assertEquals(1, saved.scaler.getOverflowsSinceChange(), "hysteresis 2: no back-off yet");
+
+        // resuming with every rank loading checkpoint 1 (a copy: the other resume writes beside it)
+        Path copy = Files.createDirectories(out.resolve("checkpoints-every-rank"));
+        Files.copy(checkpoints.resolve("ckpt-0001.params"), copy.resolve("ckpt-0001.params"));
+        MpiLauncher.Outcome resumeAll =
+                MpiLauncher.run(
+                        CheckpointJob.class,
+                        2,
+                        120,
+                        List.of(),
+                        out.toString(),
+                        copy.toString(),
+                        "resume-all");
+        assertEquals(0, resumeAll.exitCode, resumeAll.output);
+
+        MpiLauncher.Outcome resume =
+                MpiLauncher.run(
+                        CheckpointJob.class,
+                        2,
+                        120,
+                        List.of(),
+                        out.toString(),
+                        checkpoints.toString(),
+                        "resume");
+        assertEquals(0, resume.exitCode, resume.output);
+        // resume: rank 0 loaded the checkpoint; rank 1 loaded nothing and held another scaler state
+        for (String mode : List.of("resume", "resume-all")) {
+            for (int rank = 0; rank < 2; rank++) {
+                assertSameState(
+                        saved,
+                        CheckpointJob.State.read(
+                                out.resolve(mode + "-start-rank-" + rank + ".txt")),
+                        mode + ", rank " + rank + " after loading");
+                // the resumed second epoch ends bitwise where the uninterrupted run's ends
+                assertSameState(
+                        CheckpointJob.State.read(out.resolve("straight-end-rank-" + rank + ".txt")),
+                        CheckpointJob.State.read(out.resolve(mode + "-end-rank-" + rank + ".txt")),
+                        mode + ", rank " + rank + " vs uninterrupted");
+            }
+        }
+        CheckpointJob.State end = CheckpointJob.State.read(out.resolve("resume-end-rank-0.txt"));
+        assertEquals(2 * CheckpointJob.STEPS_PER_EPOCH, end.scaler.getSteps());
+        assertEquals(2, end.scaler.getSkippedSteps());
+        // the resumed run wrote checkpoint 2 in place of the half one, and cleared the leftover
+        assertEquals(
+                List.of(
+                        checkpoints.resolve("ckpt-0001.params"),
+                        checkpoints.resolve("ckpt-0002.params")),
+                list(checkpoints));
+        assertSameState(end, CheckpointJob.State.ofCheckpoint(checkpoints), "checkpoint 2");
+    }
+
+    private static void assertSameState(
+            CheckpointJob.State expected, CheckpointJob.State actual, String what) {
+        assertEquals(expected.scaler.getScale(), actual.scaler.getScale(), what + ": scale");
+        assertEquals(
+                expected.scaler.getGrowthTracker(),
+                actual.scaler.getGrowthTracker(),
+                what + ": growth tracker");
+        assertEquals(
+                expected.scaler.getOverflowsSinceChange(),
+                actual.scaler.getOverflowsSinceChange(),
+                what + ": overflows since the last scale change");
+        assertEquals(expected.scaler.getSteps(), actual.scaler.getSteps(), what + ": steps");
+        assertEquals(
+                expected.scaler.getSkippedSteps(),
+                actual.scaler.getSkippedSteps(),
+                what + ": skipped steps");
+        assertEquals(expected.weights.size(), actual.weights.size(), what);
+        for (int i = 0; i < expected.weights.size(); i++) {
+            assertArrayEquals(
+                    expected.weights.get(i), actual.weights.get(i), what + ": parameter " + i);
+        }
+    }
+
+    private static List<Path> list(Path directory) throws Exception {
+        try (Stream<Path> entries = Files.list(directory)) {
+            // the checkpoint files, then the temporary directories
+            return entries.sorted(
+                            Comparator.comparing((Path p) -> Files.isDirectory(p))
+                                    .thenComparing(Path::toString))
+                    .collect(Collectors.toList());
+        }
     }
 
     private TrainingJob.Result read(String precision, int rank) throws Exception {

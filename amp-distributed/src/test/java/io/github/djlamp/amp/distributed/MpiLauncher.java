@@ -28,6 +28,12 @@ final class MpiLauncher {
 
     static Outcome run(int ranks, long limitSeconds, List<String> jvmOptions, String... args)
             throws IOException, InterruptedException {
+        return run(TrainingJob.class, ranks, limitSeconds, jvmOptions, args);
+    }
+
+    static Outcome run(
+            Class<?> program, int ranks, long limitSeconds, List<String> jvmOptions, String... args)
+            throws IOException, InterruptedException {
         List<String> command = new ArrayList<>();
         command.add("mpirun");
         command.add("-np");
@@ -50,7 +56,7 @@ final class MpiLauncher {
         command.addAll(jvmOptions);
         command.add("-cp");
         command.add(System.getProperty("java.class.path"));
-        command.add(TrainingJob.class.getName());
+        command.add(program.getName());
         command.addAll(List.of(args));
         ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true);
         // Open MPI refuses root unless told; CI containers run as root

@@ -46,9 +46,11 @@ import java.util.concurrent.atomic.AtomicInteger;
  * dynamic scaling, each rank starting from its own random initialization. Writes, per precision,
  * the loss scale, the step counts and every weight's bits to {@code OUT/PRECISION-rank-R.txt}.
  *
- * <p>Arguments: {@code OUT STEPS GLOBAL_BATCH PRECISIONS [fault=RANK:STEP:KIND]}, KIND one of
- * {@code inf} (an Inf in that rank's loss, so its gradients, at that step), {@code kill} (SIGKILL)
- * or {@code hang} (stops forever).
+ * <p>Arguments: {@code OUT STEPS GLOBAL_BATCH PRECISIONS [fault=RANK:STEP:KIND] [staging=host]},
+ * the last making CPU gradients take the host staging CUDA gradients take; KIND one of {@code inf}
+ * (an Inf in that rank's loss, so its gradients, at that step), {@code kill} (SIGKILL), {@code
+ * hang} (stops forever), {@code throw} (an exception out of the training loop) or, with STEP 0,
+ * {@code hang-at-end} (stops forever after training, before closing its world).
  */
 public final class TrainingJob {
 
@@ -67,7 +69,17 @@ public final class TrainingJob {
         Path out = Path.of(args[0]);
         int steps = Integer.parseInt(args[1]);
         int globalBatch = Integer.parseInt(args[2]);
-        String fault = args.length > 4 ? args[4] : null;
+        String fault = null;
+        boolean stageCpuBuckets = false;
+        for (int i = 4; i < args.length; i++) {
+            if (args[i].startsWith("fault=")) {
+                fault = args[i];
+            } else if (args[i].equals("staging=host")) {
+                stageCpuBuckets = true;
+            } else {
+                throw new IllegalArgumentException("unknown option " + args[i]);
+            }
+        }
         try (World world = World.init()) {
             if (args[3].equals("bn-start")) {
                 Files.writeString(
@@ -77,11 +89,14 @@ public final class TrainingJob {
                 return;
             }
             for (String precision : args[3].split(",")) {
-                Result result = train(world, precision, steps, globalBatch, fault);
+                Result result = train(world, precision, steps, globalBatch, fault, stageCpuBuckets);
                 Files.writeString(
                         out.resolve(precision + "-rank-" + world.getRank() + ".txt"),
                         result.toString(),
                         StandardCharsets.UTF_8);
+            }
+            if (("fault=" + world.getRank() + ":0:hang-at-end").equals(fault)) {
+                fail("hang");
             }
         }
     }
@@ -93,6 +108,7 @@ public final class TrainingJob {
         final long skipped;
         final float epochLoss;
         final float epochAccuracy;
+        final long stagedBuckets;
         final List<float[]> weights;
 
         Result(
@@ -101,19 +117,21 @@ public final class TrainingJob {
                 long skipped,
                 float epochLoss,
                 float epochAccuracy,
+                long stagedBuckets,
                 List<float[]> weights) {
             this.scale = scale;
             this.steps = steps;
             this.skipped = skipped;
             this.epochLoss = epochLoss;
             this.epochAccuracy = epochAccuracy;
+            this.stagedBuckets = stagedBuckets;
             this.weights = weights;
         }
 
         static Result parse(String text) {
             String[] lines = text.strip().split("\n");
             List<float[]> weights = new ArrayList<>();
-            for (int i = 5; i < lines.length; i++) {
+            for (int i = 6; i < lines.length; i++) {
                 String[] parts = lines[i].trim().split(" ");
                 float[] values = new float[parts.length];
                 for (int j = 0; j < parts.length; j++) {
@@ -127,6 +145,7 @@ public final class TrainingJob {
                     Long.parseLong(lines[2]),
                     Float.parseFloat(lines[3]),
                     Float.parseFloat(lines[4]),
+                    Long.parseLong(lines[5]),
                     weights);
         }
 
@@ -135,6 +154,7 @@ public final class TrainingJob {
             StringBuilder text = new StringBuilder();
             text.append(scale).append('\n').append(steps).append('\n').append(skipped);
             text.append('\n').append(epochLoss).append('\n').append(epochAccuracy);
+            text.append('\n').append(stagedBuckets);
             for (float[] values : weights) {
                 text.append('\n');
                 for (float value : values) {
@@ -146,6 +166,17 @@ public final class TrainingJob {
     }
 
     static Result train(World world, String precision, int steps, int globalBatch, String fault)
+            throws IOException, ai.djl.translate.TranslateException {
+        return train(world, precision, steps, globalBatch, fault, false);
+    }
+
+    static Result train(
+            World world,
+            String precision,
+            int steps,
+            int globalBatch,
+            String fault,
+            boolean stageCpuBuckets)
             throws IOException, ai.djl.translate.TranslateException {
         // each rank initializes differently: the broadcast from rank 0 must make them agree
         Engine.getInstance().setRandomSeed(1000 + world.getRank());
@@ -210,9 +241,10 @@ public final class TrainingJob {
                             }
                         }
                     });
+            BucketedAllReduce reducer = new BucketedAllReduce(world, 1024, stageCpuBuckets);
             TrainingConfig dp =
-                    DataParallel.configure(
-                            Amp.configure(config, model.getBlock(), options), world, 1024);
+                    new DataParallelTrainingConfig(
+                            Amp.configure(config, model.getBlock(), options), world, reducer);
             try (Trainer trainer = model.newTrainer(dp)) {
                 trainer.initialize(new Shape(globalBatch / world.getSize(), FEATURES));
                 EasyTrain.fit(trainer, 1, dataset, null);
@@ -228,6 +260,7 @@ public final class TrainingJob {
                         scaler.getSkippedSteps(),
                         result.getTrainLoss(),
                         result.getTrainEvaluation("Accuracy"),
+                        reducer.getStagedBuckets(),
                         weights);
             }
         }
@@ -259,14 +292,17 @@ public final class TrainingJob {
                 for (Pair<String, Parameter> pair : model.getBlock().getParameters()) {
                     values.add(pair.getValue().getArray().toFloatArray());
                 }
-                return new Result(0, 0, 0, 0, 0, values);
+                return new Result(0, 0, 0, 0, 0, 0, values);
             }
         }
     }
 
-    private static void fail(String kind) {
+    static void fail(String kind) {
         System.err.println("TrainingJob: rank fault '" + kind + "' now");
         System.err.flush();
+        if (kind.equals("throw")) {
+            throw new IllegalStateException("TrainingJob: a bug on this rank");
+        }
         if (kind.equals("kill")) {
             try {
                 new ProcessBuilder("kill", "-9", Long.toString(ProcessHandle.current().pid()))
@@ -303,7 +339,7 @@ public final class TrainingJob {
     }
 
     /** The loss, times Inf at one step when asked to inject. */
-    private static final class FaultyLoss extends Loss {
+    static final class FaultyLoss extends Loss {
         private final Loss inner;
         private final AtomicInteger step;
         private final int injectAt;
