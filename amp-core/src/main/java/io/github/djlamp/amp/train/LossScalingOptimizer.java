@@ -47,6 +47,7 @@ public final class LossScalingOptimizer extends Optimizer {
                     "The optimizer is already a LossScalingOptimizer; configure AMP once");
         }
         this.fused = Boolean.getBoolean(FUSED_PROPERTY) ? FusedUpdate.plan(inner) : null;
+        session.setFusedOptimizer(fused != null);
     }
 
     /**
@@ -73,15 +74,17 @@ public final class LossScalingOptimizer extends Optimizer {
         if (session.isAccumulating()) {
             return;
         }
-        boolean skipping = session.isSkipping();
         if (fused != null && session.deviceCount() == 1) {
-            // one launch for every parameter at the step's first call, skipped on the device
+            session.requireChecked();
+            // one launch for every parameter at the step's first call, skipped on the device:
+            // the verdict is not read on the host
             fused.update(session, weight.getDevice());
-            if (!skipping) {
-                session.weightUpdated(parameterId);
+            if (!session.isKnownSkip()) {
+                session.weightUpdated(parameterId); // recasting an unchanged weight is harmless
             }
             return;
         }
+        boolean skipping = session.isSkipping();
         if (skipping) {
             session.clearGradient(weight);
             return;
