@@ -94,7 +94,10 @@ public final class BufferSnapshot {
             skip.attach(scratch);
             NDList chosen = new NDList(live.size());
             for (int i = 0; i < live.size(); i++) {
-                NDArray value = NDArrays.where(skip, saved.get(i), live.get(i));
+                // DJL's where does not broadcast the condition
+                NDArray condition = skip.broadcast(live.get(i).getShape());
+                condition.attach(scratch);
+                NDArray value = NDArrays.where(condition, saved.get(i), live.get(i));
                 value.attach(scratch);
                 chosen.add(value);
             }

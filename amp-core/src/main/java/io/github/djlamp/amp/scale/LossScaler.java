@@ -71,6 +71,7 @@ public final class LossScaler implements AutoCloseable {
     private NDManager deviceManager;
     private DeviceScaleState deviceState;
     private NDArray deviceScale; // a 0-dimensional view of deviceState's scale
+    private NDArray one; // FP32 0-dimensional 1
     private NDArray collapses; // FP32 (1): collapses since the last host read
     private NDArray overflowRun; // FP32 (1): consecutive overflows (a fixed scale's failure)
     private NDArray overflowRunPeak; // FP32 (1): the longest run since the last host read
@@ -359,7 +360,8 @@ public final class LossScaler implements AutoCloseable {
         backend.zero(new NDList(foundInf));
         NDArray deviceInverse = null;
         if (deviceState != null) {
-            deviceInverse = NDArrays.div(1f, deviceScale);
+            // an array, not a Number: DJL's rdiv(Number) leaks its scalar onto the manager
+            deviceInverse = one.div(deviceScale);
             deviceInverse.attach(stepManager);
         }
         float inverse = (float) (1.0 / hostScale);
@@ -676,6 +678,7 @@ public final class LossScaler implements AutoCloseable {
         deviceState = newState;
         deviceScale = newState.getScale().reshape(new Shape());
         deviceScale.attach(fresh);
+        one = fresh.create(1f);
         collapses = fresh.zeros(new Shape(1), DataType.FLOAT32);
         overflowRun = fresh.create(new float[] {hostOverflowRun});
         overflowRunPeak = fresh.zeros(new Shape(1), DataType.FLOAT32);

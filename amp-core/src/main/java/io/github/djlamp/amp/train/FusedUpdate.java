@@ -209,6 +209,17 @@ final class FusedUpdate {
         }
     }
 
+    /** The state of one parameter (momentum, or first and second moments); empty when none. */
+    NDList state(String parameterId) {
+        NDArray[] buffers = state.get(parameterId);
+        return buffers == null ? new NDList() : new NDList(buffers);
+    }
+
+    /** Adam's device count of applied steps, or null (SGD, or before the first step). */
+    NDArray stepCount() {
+        return adamStep;
+    }
+
     private NDArray[] newState(NDArray weight) {
         int count = kind == Kind.SGD ? (momentum == 0f ? 0 : 1) : 2;
         NDArray[] buffers = new NDArray[count];
