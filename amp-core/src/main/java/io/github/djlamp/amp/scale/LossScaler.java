@@ -2,12 +2,12 @@ package io.github.djlamp.amp.scale;
 
 import ai.djl.Device;
 import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDArrays;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import io.github.djlamp.amp.AmpException;
-import ai.djl.ndarray.NDArrays;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.DeviceScaleState;
 import java.util.ArrayList;
@@ -204,9 +204,9 @@ public final class LossScaler implements AutoCloseable {
     /**
      * Keeps the whole state on the device from now on, for steps whose optimizer skips on the
      * device: no host read per step; the host mirror is refreshed every {@code hostSyncInterval}
-     * steps (that step's verdict is then known on the host too) and whenever a getter asks. A
-     * scale that collapses, or a fixed scale that overflows step after step, is found at the next
-     * read and thrown by the {@link #update()} after it. Does nothing when scaling is off.
+     * steps (that step's verdict is then known on the host too) and whenever a getter asks. A scale
+     * that collapses, or a fixed scale that overflows step after step, is found at the next read
+     * and thrown by the {@link #update()} after it. Does nothing when scaling is off.
      *
      * @param hostSyncInterval steps between host reads, at least 1
      * @throws AmpException in the middle of a step
@@ -283,8 +283,8 @@ public final class LossScaler implements AutoCloseable {
     /**
      * Refreshes the host mirror from the device now, if it is stale (one host read).
      *
-     * @throws LossScaleCollapsedException when the device state shows the scale collapsed since
-     *     the last read (between steps only)
+     * @throws LossScaleCollapsedException when the device state shows the scale collapsed since the
+     *     last read (between steps only)
      */
     public void syncToHost() {
         refreshMirror();
@@ -293,9 +293,7 @@ public final class LossScaler implements AutoCloseable {
         }
     }
 
-    /**
-     * Restarts the count of consecutive overflowing steps, after the failure it reported.
-     */
+    /** Restarts the count of consecutive overflowing steps, after the failure it reported. */
     public void resetOverflowRun() {
         hostOverflowRun = 0;
         longestOverflowRun = 0;

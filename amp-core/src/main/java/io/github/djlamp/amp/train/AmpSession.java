@@ -470,8 +470,8 @@ public final class AmpSession implements AutoCloseable {
     }
 
     /**
-     * Moves the loss scale after the step and saves its state into the model's properties; with
-     * the state on the device, the host's part (saving, divergence checks) runs at host reads only.
+     * Moves the loss scale after the step and saves its state into the model's properties; with the
+     * state on the device, the host's part (saving, divergence checks) runs at host reads only.
      */
     void update() {
         requireAttached();
@@ -486,8 +486,8 @@ public final class AmpSession implements AutoCloseable {
 
     /**
      * With the loss scaler state on the device: reads it on the host now (one read), reports a
-     * divergence found there and saves the state into the model's properties. What {@code
-     * onEpoch} runs, so that each epoch ends with a current state and Metrics.
+     * divergence found there and saves the state into the model's properties. What {@code onEpoch}
+     * runs, so that each epoch ends with a current state and Metrics.
      *
      * @throws LossScaleCollapsedException when the scale collapsed since the last read
      * @throws AmpException when a fixed scale overflowed on {@value #FIXED_SCALE_OVERFLOW_LIMIT}

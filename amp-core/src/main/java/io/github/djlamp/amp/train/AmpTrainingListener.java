@@ -15,8 +15,8 @@ import org.slf4j.LoggerFactory;
  *
  * <p>When the loss scaler keeps its state on the device (fused optimizer steps), there is no host
  * read per step: the metrics are published at the scaler's host reads (every {@code
- * hostSyncInterval} steps, {@link io.github.djlamp.amp.AmpOptions.Builder#hostSyncInterval}) and
- * at each epoch's end, where the state is read once.
+ * hostSyncInterval} steps, {@link io.github.djlamp.amp.AmpOptions.Builder#hostSyncInterval}) and at
+ * each epoch's end, where the state is read once.
  */
 public final class AmpTrainingListener extends TrainingListenerAdapter {
 

@@ -72,8 +72,8 @@ public final class LossScalingOptimizer extends Optimizer {
     /**
      * Returns the fused path's optimizer state of one parameter, owned by this optimizer: SGD's
      * momentum buffer (empty without momentum), or Adam's first and second moments. DJL's optimizer
-     * object is not updated on the fused path; this is the state that a skipped step leaves
-     * bitwise unchanged.
+     * object is not updated on the fused path; this is the state that a skipped step leaves bitwise
+     * unchanged.
      *
      * @param parameterId the parameter's id
      * @return the buffers, empty before the parameter's first step or when not fused

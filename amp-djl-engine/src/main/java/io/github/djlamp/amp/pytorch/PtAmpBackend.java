@@ -122,9 +122,9 @@ public final class PtAmpBackend implements AmpBackend {
     }
 
     /**
-     * Returns how many host reads of device values went through this backend since the JVM
-     * started ({@link #readFloat} and {@link #readFloats}): what tests count to prove a training
-     * step makes none.
+     * Returns how many host reads of device values went through this backend since the JVM started
+     * ({@link #readFloat} and {@link #readFloats}): what tests count to prove a training step makes
+     * none.
      *
      * @return the number of host reads
      */

@@ -53,9 +53,9 @@ import org.junit.jupiter.api.Test;
 
 /**
  * With fused optimizer steps the loss scaler's state lives on the device, as in PyTorch: a training
- * step makes no host read in steady state, a skipped step still changes nothing (weights, the
- * fused optimizer's state, BatchNorm's running statistics, restored on the device), the host
- * mirror is read every hostSyncInterval steps, and divergence is reported at those reads.
+ * step makes no host read in steady state, a skipped step still changes nothing (weights, the fused
+ * optimizer's state, BatchNorm's running statistics, restored on the device), the host mirror is
+ * read every hostSyncInterval steps, and divergence is reported at those reads.
  */
 class DeviceResidentScalerTest {
 
@@ -82,7 +82,8 @@ class DeviceResidentScalerTest {
     void aStepMakesNoHostReadBetweenTheIntervalReads() {
         int interval = 10;
         int steps = 20;
-        try (Rig rig = new Rig(adam(), LossScaling.dynamicBuilder().initScale(INIT_SCALE), interval)) {
+        try (Rig rig =
+                new Rig(adam(), LossScaling.dynamicBuilder().initScale(INIT_SCALE), interval)) {
             assertTrue(rig.scaler.isStateOnDevice(), "fused + one device: state on the device");
             rig.step(0, i -> false); // warm-up: first-step work (casts, state) out of the count
             NDManager root = root(rig.trainer.getManager());
