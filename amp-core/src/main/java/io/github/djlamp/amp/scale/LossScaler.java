@@ -522,22 +522,23 @@ public final class LossScaler implements AutoCloseable {
 
     /** The step's update decided on the device: nothing is read. */
     private void updateOnDevice() {
+        if (config.getMode() == LossScaling.Mode.DYNAMIC) {
+            backend.updateScaleWithHysteresis(deviceState, foundInf, config);
+            if (!verdictKnown) {
+                // a known verdict predicts the collapse on the host instead
+                collapses.addi(deviceState.getCollapsed());
+            }
+            return;
+        }
+        // a fixed scale: count the skip and the run of overflows (its failure)
         try (NDManager scratch = deviceManager.newSubManager()) {
             NDArray found = foundInf.neq(0f);
             found.attach(scratch);
+            NDArray count = found.toType(DataType.INT64, false);
+            count.attach(scratch);
+            deviceState.getSkippedSteps().addi(count.reshape(1));
             NDArray flag = found.toType(DataType.FLOAT32, false);
             flag.attach(scratch);
-            if (config.getMode() == LossScaling.Mode.DYNAMIC) {
-                backend.updateScaleWithHysteresis(deviceState, foundInf, config);
-                if (!verdictKnown) {
-                    // a known verdict predicts the collapse on the host instead
-                    collapses.addi(deviceState.getCollapsed());
-                }
-            } else {
-                NDArray count = found.toType(DataType.INT64, false);
-                count.attach(scratch);
-                deviceState.getSkippedSteps().addi(count.reshape(1));
-            }
             // run = (run + 1) * found; peak = max(peak, run)
             overflowRun.addi(1f).muli(flag);
             NDArray peak = overflowRunPeak.maximum(overflowRun);
