@@ -457,6 +457,10 @@ public final class AmpSession implements AutoCloseable {
      * @return true between a skipping verdict and the next backward
      */
     boolean isReportingSkippedBatch() {
+        if (verdict == Verdict.ON_DEVICE) {
+            // one host read, next to DJL's own host read of the loss for the same report
+            return isSkipping();
+        }
         return verdict == Verdict.SKIP;
     }
 
@@ -485,15 +489,17 @@ public final class AmpSession implements AutoCloseable {
     }
 
     /**
-     * With the loss scaler state on the device: reads it on the host now (one read), reports a
-     * divergence found there and saves the state into the model's properties. What {@code onEpoch}
-     * runs, so that each epoch ends with a current state and Metrics.
+     * With the loss scaler state on the device (fused optimizer steps): reads it on the host now
+     * (one read), reports a divergence found there and saves the state into the model's properties.
+     * {@code EasyTrain} runs it at each epoch's end; in a custom loop call it before {@code
+     * model.save(...)} between the scaler's periodic reads, or the checkpoint carries the state of
+     * the last read. Does nothing when the state is on the host.
      *
      * @throws LossScaleCollapsedException when the scale collapsed since the last read
      * @throws AmpException when a fixed scale overflowed on {@value #FIXED_SCALE_OVERFLOW_LIMIT}
      *     steps in a row since the last read
      */
-    void syncToHost() {
+    public void syncToHost() {
         if (trainer == null || trainerClosed || !scaling.isEnabled()) {
             return;
         }

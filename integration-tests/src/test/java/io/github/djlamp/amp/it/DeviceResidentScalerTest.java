@@ -26,6 +26,7 @@ import ai.djl.training.EasyTrain;
 import ai.djl.training.GradientCollector;
 import ai.djl.training.Trainer;
 import ai.djl.training.dataset.ArrayDataset;
+import ai.djl.training.listener.TrainingListener;
 import ai.djl.training.loss.Loss;
 import ai.djl.training.optimizer.Optimizer;
 import ai.djl.training.tracker.Tracker;
@@ -175,38 +176,61 @@ class DeviceResidentScalerTest {
     }
 
     @Test
+    void theSavedStateIsTheLastReadsUntilSyncToHost() {
+        try (Rig rig = new Rig(sgd(), LossScaling.dynamicBuilder().initScale(INIT_SCALE), 5)) {
+            for (int i = 0; i < 7; i++) {
+                rig.step(i, s -> s == 6);
+            }
+            // read at step 4 (the fifth): the checkpoint property holds that state
+            ScalerState saved =
+                    ScalerState.parse(rig.model.getProperty(AmpSession.SCALER_STATE_PROPERTY));
+            assertEquals(5, saved.getSteps());
+            assertEquals(0, saved.getSkippedSteps());
+            long before = hostReads();
+            rig.amp.syncToHost();
+            assertEquals(1, hostReads() - before, "one read for the whole state");
+            saved = ScalerState.parse(rig.model.getProperty(AmpSession.SCALER_STATE_PROPERTY));
+            assertEquals(7, saved.getSteps());
+            assertEquals(1, saved.getSkippedSteps());
+            assertEquals(INIT_SCALE * 0.5f, saved.getScale());
+        }
+    }
+
+    @Test
     void aCollapsedScaleIsReportedAtTheNextHostRead() {
         // 2 -> 1 on the first overflow; the second would go below the minimum 1: collapse
         LossScaling.Builder scaling = LossScaling.dynamicBuilder().initScale(2f).minScale(1f);
+        IntPredicate poisoned = s -> s <= 1;
         try (Rig rig = new Rig(sgd(), scaling, 4)) {
-            // reads at steps 3, 7: the collapse at step 1 is thrown by step 3's update
-            rig.step(0, s -> true);
-            rig.step(1, s -> true);
-            rig.step(2, s -> true);
-            assertThrows(LossScaleCollapsedException.class, () -> rig.step(3, s -> true));
+            // the collapse at step 1 is on the device; steps 2 and 3 are clean; read at step 3
+            rig.step(0, poisoned);
+            rig.step(1, poisoned);
+            rig.step(2, poisoned);
+            assertThrows(LossScaleCollapsedException.class, () -> rig.step(3, poisoned));
         }
         try (Rig rig = new Rig(sgd(), scaling, 1)) {
-            rig.step(0, s -> true);
-            assertThrows(LossScaleCollapsedException.class, () -> rig.step(1, s -> true));
+            rig.step(0, poisoned);
+            assertThrows(LossScaleCollapsedException.class, () -> rig.step(1, poisoned));
         }
     }
 
     @Test
     void aFixedScaleOverflowingStepAfterStepStopsAtTheNextHostRead() {
         int limit = AmpSession.FIXED_SCALE_OVERFLOW_LIMIT;
-        try (Rig rig = new Rig(sgd(), LossScaling.fixed(INIT_SCALE), 5)) {
-            // reads at steps 4, 9: the run reaches the limit at step limit - 1 = 7, seen at 9
-            for (int i = 0; i < 9; i++) {
-                rig.step(i, s -> true);
+        IntPredicate poisoned = s -> s < limit;
+        try (Rig rig = new Rig(sgd(), LossScaling.fixed(INIT_SCALE), 12)) {
+            // the run reaches the limit at step limit - 1 = 7, then clean steps; read at step 11
+            for (int i = 0; i < 11; i++) {
+                rig.step(i, poisoned);
             }
-            AmpException e = assertThrows(AmpException.class, () -> rig.step(9, s -> true));
+            AmpException e = assertThrows(AmpException.class, () -> rig.step(11, poisoned));
             assertTrue(e.getMessage().contains("overflowed on " + limit), e.getMessage());
         }
         try (Rig rig = new Rig(sgd(), LossScaling.fixed(INIT_SCALE), 1)) {
             for (int i = 0; i < limit - 1; i++) {
-                rig.step(i, s -> true);
+                rig.step(i, poisoned);
             }
-            assertThrows(AmpException.class, () -> rig.step(limit - 1, s -> true));
+            assertThrows(AmpException.class, () -> rig.step(limit - 1, poisoned));
         }
     }
 
@@ -251,6 +275,70 @@ class DeviceResidentScalerTest {
                 String saved = model.getProperty(AmpSession.SCALER_STATE_PROPERTY);
                 assertEquals(scaler.state().withOrigin(scaler.getConfig()).toString(), saved);
             }
+        }
+    }
+
+    @Test
+    void aSkippedBatchsLossStaysOutOfTheReportedTrainingLoss() throws Exception {
+        Engine.getInstance().setRandomSeed(7);
+        try (Model model = Model.newInstance("device-state-loss", "PyTorch")) {
+            MixedPrecisionBlock block = Amp.wrap(model(), "mixed_float16");
+            model.setBlock(block);
+            InfiniteOnBatch loss = new InfiniteOnBatch(Loss.softmaxCrossEntropyLoss(), 1);
+            AmpTrainingConfig config =
+                    Amp.configure(
+                            new DefaultTrainingConfig(loss)
+                                    .optOptimizer(adam())
+                                    .addTrainingListeners(TrainingListener.Defaults.basic()),
+                            block,
+                            AmpOptions.builder()
+                                    .lossScaling(
+                                            LossScaling.dynamicBuilder()
+                                                    .initScale(INIT_SCALE)
+                                                    .build())
+                                    .hostSyncInterval(100)
+                                    .build());
+            try (Trainer trainer = model.newTrainer(config);
+                    NDManager data = trainer.getManager().newSubManager()) {
+                trainer.initialize(new Shape(ToyTask.BATCH, ToyTask.FEATURES));
+                ToyTask task = new ToyTask(data);
+                ArrayDataset dataset =
+                        new ArrayDataset.Builder()
+                                .setData(task.x)
+                                .optLabels(task.y)
+                                .setSampling(ToyTask.BATCH, false)
+                                .build();
+                EasyTrain.fit(trainer, 1, dataset, null);
+                LossScaler scaler = AmpSession.of(trainer).getScaler();
+                assertTrue(scaler.isStateOnDevice());
+                assertEquals(1, scaler.getSkippedSteps(), "the infinite batch was skipped");
+                float reported = trainer.getTrainingResult().getTrainLoss();
+                assertTrue(Float.isFinite(reported), "reported training loss " + reported);
+            }
+        }
+    }
+
+    /** The user's loss, infinite on one batch (DJL evaluates it twice a batch: step, report). */
+    private static final class InfiniteOnBatch extends Loss {
+        private final Loss inner;
+        private final int badBatch;
+        private int batch = -1;
+        private NDArray lastLabels;
+
+        InfiniteOnBatch(Loss inner, int badBatch) {
+            super("infiniteOnBatch");
+            this.inner = inner;
+            this.badBatch = badBatch;
+        }
+
+        @Override
+        public NDArray evaluate(NDList labels, NDList predictions) {
+            NDArray loss = inner.evaluate(labels, predictions);
+            if (labels.head() != lastLabels) {
+                lastLabels = labels.head();
+                batch++;
+            }
+            return batch == badBatch ? loss.mul(Float.POSITIVE_INFINITY) : loss;
         }
     }
 
