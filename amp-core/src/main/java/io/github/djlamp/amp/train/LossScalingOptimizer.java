@@ -102,7 +102,7 @@ public final class LossScalingOptimizer extends Optimizer {
             session.requireChecked();
             // one launch for every parameter at the step's first call, skipped on the device:
             // the verdict is not read on the host
-            fused.update(session, weight.getDevice());
+            fused.update(session, weight.getDevice(), parameterId);
             if (!session.isKnownSkip()) {
                 session.weightUpdated(parameterId); // recasting an unchanged weight is harmless
             }

@@ -342,6 +342,75 @@ class DeviceResidentScalerTest {
         }
     }
 
+    @Test
+    void aPartialAccumulationWindowEndingWithTheEpochIsStepped() throws Exception {
+        // EasyTrain moves the scale before the optimizer step, the epoch's flush after it: the
+        // fused step must still run once for each
+        Engine.getInstance().setRandomSeed(12);
+        for (String policy : new String[] {"float32", "mixed_float16"}) {
+            try (Model model = Model.newInstance("partial-window-fused", "PyTorch")) {
+                MixedPrecisionBlock block = Amp.wrap(new RealProgramsRig.Mlp().block, policy);
+                model.setBlock(block);
+                AmpTrainingConfig config =
+                        Amp.configure(
+                                RealProgramsRig.sgd(0.1f),
+                                block,
+                                AmpOptions.builder().accumulationSteps(3).build());
+                assertTrue(((LossScalingOptimizer) config.getOptimizer()).isFused());
+                try (Trainer trainer = model.newTrainer(config);
+                        NDManager data = trainer.getManager().newSubManager()) {
+                    trainer.initialize(new Shape(ToyTask.BATCH, ToyTask.FEATURES));
+                    EasyTrain.fit(trainer, 1, RealProgramsRig.data(data, 4), null);
+                    assertEquals(2, AmpSession.of(trainer).getScaler().getSteps(), policy);
+                    assertEquals(
+                            0f,
+                            RealProgramsRig.largestGradient(block, data),
+                            policy + ": the last window was stepped and its gradients cleared");
+                }
+            }
+        }
+    }
+
+    @Test
+    void aBf16CustomLoopCallingTrainerStepAppliesEveryFusedStep() {
+        Engine.getInstance().setRandomSeed(13);
+        try (Model model = Model.newInstance("bf16-fused", "PyTorch");
+                NDManager data = NDManager.newBaseManager()) {
+            MixedPrecisionBlock block = Amp.wrap(model(), "mixed_bfloat16");
+            model.setBlock(block);
+            AmpTrainingConfig config =
+                    Amp.configure(
+                            new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss())
+                                    .optOptimizer(sgd()),
+                            block);
+            assertTrue(((LossScalingOptimizer) config.getOptimizer()).isFused());
+            try (Trainer trainer = model.newTrainer(config)) {
+                trainer.initialize(new Shape(ToyTask.BATCH, ToyTask.FEATURES));
+                ToyTask task = new ToyTask(data);
+                Loss loss = Loss.softmaxCrossEntropyLoss();
+                for (int i = 0; i < 3; i++) {
+                    Map<String, Snapshots.Bits> before =
+                            Snapshots.weights(block, Parameter::requiresGradient);
+                    try (NDManager step = trainer.getManager().newSubManager()) {
+                        NDArray x = task.x.get(task.rows(i));
+                        NDArray y = task.y.get(task.rows(i));
+                        x.attach(step);
+                        y.attach(step);
+                        try (GradientCollector collector = trainer.newGradientCollector()) {
+                            collector.backward(
+                                    loss.evaluate(new NDList(y), trainer.forward(new NDList(x))));
+                        }
+                        trainer.step(); // no scaler call: bf16 needs none
+                    }
+                    assertNotEquals(
+                            before,
+                            Snapshots.weights(block, Parameter::requiresGradient),
+                            "step " + i + " applied");
+                }
+            }
+        }
+    }
+
     private static Optimizer adam() {
         return Optimizer.adam().optLearningRateTracker(Tracker.fixed(0.01f)).build();
     }
