@@ -22,8 +22,9 @@ import java.util.List;
  *   <li>{@link #scale(NDArray)}: the loss times the scale, what backward must see (any number of
  *       times: once per device split or per accumulated micro-batch);
  *   <li>{@link #unscaleAndCheck(GradientSet, NDManager)}: one fused unscale and Inf/NaN check over
- *       every device's gradients, one host read of the verdict; {@link #isStepSkipped()} then says
- *       whether the optimizer must skip this step;
+ *       every device's gradients, one host read of the verdict (none with the state on the device,
+ *       between its periodic reads); {@link #isStepSkipped()} then says whether the optimizer must
+ *       skip this step;
  *   <li>{@link #update()}: the scale update (back off on overflow, grow after a run of clean
  *       steps), on the device through {@code _amp_update_scale_}.
  * </ol>
@@ -335,7 +336,9 @@ public final class LossScaler implements AutoCloseable {
 
     /**
      * Unscales every gradient in place by 1/scale and checks them all for Inf/NaN with PyTorch's
-     * fused kernel, one call per device, then reads the merged verdict once.
+     * fused kernel, one call per device, then reads the merged verdict once (with the state on the
+     * device: only every {@code hostSyncInterval} steps; in between it returns false and the
+     * verdict stays on the device, see {@link #isVerdictKnown()}).
      *
      * @param gradients every device's gradients of this step
      * @param stepManager a manager closed at the end of the step, for per-step arrays
