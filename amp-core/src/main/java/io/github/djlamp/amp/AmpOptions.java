@@ -12,10 +12,18 @@ public final class AmpOptions {
 
     private final LossScaling lossScaling;
     private final int accumulationSteps;
+    private final int hostSyncInterval;
+
+    /**
+     * The default of {@link Builder#hostSyncInterval(int)}: the device-resident loss scaler state
+     * is read on the host every 100 steps.
+     */
+    public static final int DEFAULT_HOST_SYNC_INTERVAL = 100;
 
     private AmpOptions(Builder builder) {
         lossScaling = builder.lossScaling;
         accumulationSteps = builder.accumulationSteps;
+        hostSyncInterval = builder.hostSyncInterval;
     }
 
     /**
@@ -55,11 +63,22 @@ public final class AmpOptions {
         return accumulationSteps;
     }
 
+    /**
+     * Returns how many steps pass between two host reads of the loss scaler's device state when
+     * that state lives on the device (fused optimizer steps).
+     *
+     * @return steps between host reads, at least 1
+     */
+    public int getHostSyncInterval() {
+        return hostSyncInterval;
+    }
+
     /** Builds {@link AmpOptions}. */
     public static final class Builder {
 
         private LossScaling lossScaling;
         private int accumulationSteps = 1;
+        private int hostSyncInterval = DEFAULT_HOST_SYNC_INTERVAL;
 
         private Builder() {}
 
@@ -92,6 +111,31 @@ public final class AmpOptions {
                                 + "; 1 steps the optimizer after every batch");
             }
             accumulationSteps = batches;
+            return this;
+        }
+
+        /**
+         * Sets how often the host reads the loss scaler's state when it lives on the device (fused
+         * optimizer steps, where the step is skipped on the device and no per-step host read is
+         * needed): every {@code steps} steps and at each epoch's end the host mirror (scale,
+         * skipped steps, the state saved with the model, the Metrics) is refreshed, and divergence
+         * (a collapsed scale, a fixed scale overflowing step after step) is detected, so up to
+         * {@code steps - 1} steps late. Reading any of them in between (for example {@code
+         * getScale()}) reads the device at once. With DJL's per-parameter optimizer updates the
+         * verdict is read every step whatever this says.
+         *
+         * @param steps at least 1; 1 reads every step
+         * @return this builder
+         * @throws IllegalArgumentException when {@code steps} is below 1
+         */
+        public Builder hostSyncInterval(int steps) {
+            if (steps < 1) {
+                throw new IllegalArgumentException(
+                        "hostSyncInterval must be >= 1 step, got "
+                                + steps
+                                + "; 1 reads the loss scaler state on the host every step");
+            }
+            hostSyncInterval = steps;
             return this;
         }
 

@@ -2,8 +2,10 @@ package io.github.djlamp.amp.cast;
 
 import ai.djl.Device;
 import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDArrays;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Block;
 import ai.djl.nn.Parameter;
 import ai.djl.training.ParameterStore;
@@ -72,6 +74,35 @@ public final class BufferSnapshot {
      */
     public synchronized void restore(AmpBackend backend) {
         backend.copy(live, saved);
+    }
+
+    /**
+     * Puts the copied values back where {@code foundInf} is non-zero, decided on the device: {@code
+     * live = where(foundInf != 0, saved, live)}, with no host read.
+     *
+     * @param backend the engine layer that copies in place
+     * @param foundInf the step's overflow flag, a one-element array on the buffers' device
+     */
+    public synchronized void restoreIf(AmpBackend backend, NDArray foundInf) {
+        if (live.isEmpty()) {
+            return;
+        }
+        try (NDManager scratch = foundInf.getManager().newSubManager()) {
+            NDArray found = foundInf.neq(0f);
+            found.attach(scratch);
+            NDArray skip = found.reshape(new Shape());
+            skip.attach(scratch);
+            NDList chosen = new NDList(live.size());
+            for (int i = 0; i < live.size(); i++) {
+                // DJL's where does not broadcast the condition
+                NDArray condition = skip.broadcast(live.get(i).getShape());
+                condition.attach(scratch);
+                NDArray value = NDArrays.where(condition, saved.get(i), live.get(i));
+                value.attach(scratch);
+                chosen.add(value);
+            }
+            backend.copy(live, chosen);
+        }
     }
 
     /** Forgets the running statistics found in the tree: the user has changed the tree. */

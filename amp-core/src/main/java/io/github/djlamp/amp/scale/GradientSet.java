@@ -88,6 +88,9 @@ public final class GradientSet {
         List<String> result = new ArrayList<>();
         for (int i = 0; i < gradients.size() && result.size() < limit; i++) {
             NDArray g = gradients.get(i);
+            if (g.isReleased()) {
+                continue; // its step is over: nothing left to name
+            }
             boolean bad;
             try (NDManager scratch = g.getManager().newSubManager()) {
                 NDArray asFloat = g.toType(DataType.FLOAT32, true);

@@ -2,12 +2,14 @@ package io.github.djlamp.amp.scale;
 
 import ai.djl.Device;
 import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDArrays;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import io.github.djlamp.amp.AmpException;
 import io.github.djlamp.amp.spi.AmpBackend;
+import io.github.djlamp.amp.spi.DeviceScaleState;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -20,15 +22,22 @@ import java.util.List;
  *   <li>{@link #scale(NDArray)}: the loss times the scale, what backward must see (any number of
  *       times: once per device split or per accumulated micro-batch);
  *   <li>{@link #unscaleAndCheck(GradientSet, NDManager)}: one fused unscale and Inf/NaN check over
- *       every device's gradients, one host read of the verdict; {@link #isStepSkipped()} then says
- *       whether the optimizer must skip this step;
+ *       every device's gradients, one host read of the verdict (none with the state on the device,
+ *       between its periodic reads); {@link #isStepSkipped()} then says whether the optimizer must
+ *       skip this step;
  *   <li>{@link #update()}: the scale update (back off on overflow, grow after a run of clean
  *       steps), on the device through {@code _amp_update_scale_}.
  * </ol>
  *
  * <p>The scale and growth tracker live on the device; a host mirror, advanced from the same verdict
- * by the same arithmetic, serves reports and decisions without further device reads. Not
- * thread-safe: one scaler per trainer.
+ * by the same arithmetic, serves reports and decisions without further device reads.
+ *
+ * <p>When the optimizer step itself skips on the device (fused optimizer steps), {@link
+ * #keepStateOnDevice(int)} removes the per-step read as PyTorch does: the whole state (scale,
+ * growth tracker, hysteresis count, skipped steps, collapses, a fixed scale's run of overflows) is
+ * updated on the device by {@link AmpBackend#updateScaleWithHysteresis}, and the host mirror is
+ * refreshed by one read every {@code hostSyncInterval} steps, or at once when a getter asks for a
+ * value the mirror no longer holds. Not thread-safe: one scaler per trainer.
  */
 public final class LossScaler implements AutoCloseable {
 
@@ -58,6 +67,24 @@ public final class LossScaler implements AutoCloseable {
     private boolean overflow;
     private final List<NDArray> lossesThisStep = new ArrayList<>();
     private LossScaleCollapsedException collapse;
+
+    // the state kept on the device (null: the verdict is read on the host every step)
+    private NDManager deviceManager;
+    private DeviceScaleState deviceState;
+    private NDArray deviceScale; // a 0-dimensional view of deviceState's scale
+    private NDArray one; // FP32 0-dimensional 1
+    private NDArray collapses; // FP32 (1): collapses since the last host read
+    private NDArray overflowRun; // FP32 (1): consecutive overflows (a fixed scale's failure)
+    private NDArray overflowRunPeak; // FP32 (1): the longest run since the last host read
+    private int hostSyncInterval;
+    private int stepsSinceSync;
+    private boolean mirrorFresh = true;
+    private boolean verdictKnown = true;
+    private GradientSet checked;
+    private int hostOverflowRun;
+    private int longestOverflowRun;
+    private long hostReads;
+    private LossScaleCollapsedException lateCollapse;
 
     /**
      * Creates a scaler whose state lives on {@code device}.
@@ -90,7 +117,11 @@ public final class LossScaler implements AutoCloseable {
      * @return the scale
      */
     public float getScale() {
-        return config.isEnabled() ? hostScale : 1f;
+        if (!config.isEnabled()) {
+            return 1f;
+        }
+        refreshMirror();
+        return hostScale;
     }
 
     /**
@@ -99,7 +130,7 @@ public final class LossScaler implements AutoCloseable {
      * @return the scale on the scaler's device
      */
     public NDArray getScaleArray() {
-        return scaleTensor;
+        return deviceState != null ? deviceScale : scaleTensor;
     }
 
     /**
@@ -119,6 +150,7 @@ public final class LossScaler implements AutoCloseable {
      * @return the growth tracker
      */
     public int getGrowthTracker() {
+        refreshMirror();
         return hostTracker;
     }
 
@@ -137,6 +169,7 @@ public final class LossScaler implements AutoCloseable {
      * @return skipped steps
      */
     public long getSkippedSteps() {
+        refreshMirror();
         return skippedSteps;
     }
 
@@ -163,7 +196,117 @@ public final class LossScaler implements AutoCloseable {
                             + " backward and before the optimizer step (with EasyTrain, add"
                             + " AmpTrainingListener through Amp.configure)");
         }
+        if (!verdictKnown) {
+            readDevice(); // asked for: one host read
+        }
         return overflow;
+    }
+
+    /**
+     * Keeps the whole state on the device from now on, for steps whose optimizer skips on the
+     * device: no host read per step; the host mirror is refreshed every {@code hostSyncInterval}
+     * steps (that step's verdict is then known on the host too) and whenever a getter asks. A scale
+     * that collapses, or a fixed scale that overflows step after step, is found at the next read
+     * and thrown by the {@link #update()} after it. Does nothing when scaling is off.
+     *
+     * @param hostSyncInterval steps between host reads, at least 1
+     * @throws AmpException in the middle of a step
+     */
+    public void keepStateOnDevice(int hostSyncInterval) {
+        if (hostSyncInterval < 1) {
+            throw new IllegalArgumentException(
+                    "hostSyncInterval must be >= 1 step, got " + hostSyncInterval);
+        }
+        if (phase != Phase.READY) {
+            throw new AmpException(
+                    "keepStateOnDevice(...) in the middle of a step: call update() first");
+        }
+        if (!config.isEnabled()) {
+            return;
+        }
+        this.hostSyncInterval = hostSyncInterval;
+        if (deviceState == null) {
+            createDeviceState(state());
+        }
+    }
+
+    /**
+     * Returns whether the state lives on the device, read on the host only now and then.
+     *
+     * @return true after {@link #keepStateOnDevice(int)}
+     */
+    public boolean isStateOnDevice() {
+        return deviceState != null;
+    }
+
+    /**
+     * Returns whether the host mirror (scale, tracker, skipped steps) holds the current values, so
+     * that reading them costs no device read. Always true when the state is on the host.
+     *
+     * @return true when the getters would not read the device
+     */
+    public boolean isMirrorFresh() {
+        return mirrorFresh;
+    }
+
+    /**
+     * Returns whether this step's overflow verdict is on the host (always, unless the state is on
+     * the device and this step was not a host-read step).
+     *
+     * @return true when {@link #isStepSkipped()} answers without reading the device
+     */
+    public boolean isVerdictKnown() {
+        return verdictKnown;
+    }
+
+    /**
+     * Returns how many times this scaler read its device state or verdict on the host.
+     *
+     * @return host reads so far
+     */
+    public long getHostReads() {
+        return hostReads;
+    }
+
+    /**
+     * Returns the longest run of consecutive overflowing steps the host has seen since the last
+     * call, and starts counting again: a fixed scale's failure, found at host reads when the state
+     * is on the device.
+     *
+     * @return the longest run of overflows seen
+     */
+    public int takeLongestOverflowRun() {
+        int run = longestOverflowRun;
+        longestOverflowRun = 0;
+        return run;
+    }
+
+    /**
+     * Refreshes the host mirror from the device now, if it is stale (one host read).
+     *
+     * @throws LossScaleCollapsedException when the device state shows the scale collapsed since the
+     *     last read (between steps only)
+     */
+    public void syncToHost() {
+        refreshMirror();
+        if (phase == Phase.READY) {
+            throwLateCollapse();
+        }
+    }
+
+    /** Restarts the count of consecutive overflowing steps, after the failure it reported. */
+    public void resetOverflowRun() {
+        hostOverflowRun = 0;
+        longestOverflowRun = 0;
+        if (overflowRun != null) {
+            backend.zero(new NDList(overflowRun, overflowRunPeak));
+        }
+    }
+
+    private void refreshMirror() {
+        if (!mirrorFresh || (phase == Phase.UNSCALED && !verdictKnown)) {
+            readDevice();
+        }
     }
 
     /**
@@ -187,12 +330,15 @@ public final class LossScaler implements AutoCloseable {
             return loss;
         }
         lossesThisStep.add(loss);
-        return loss.mul(hostScale);
+        // on the device: the scale is a device value, as in GradScaler.scale
+        return deviceState != null ? loss.mul(deviceScale) : loss.mul(hostScale);
     }
 
     /**
      * Unscales every gradient in place by 1/scale and checks them all for Inf/NaN with PyTorch's
-     * fused kernel, one call per device, then reads the merged verdict once.
+     * fused kernel, one call per device, then reads the merged verdict once (with the state on the
+     * device: only every {@code hostSyncInterval} steps; in between it returns false and the
+     * verdict stays on the device, see {@link #isVerdictKnown()}).
      *
      * @param gradients every device's gradients of this step
      * @param stepManager a manager closed at the end of the step, for per-step arrays
@@ -207,16 +353,26 @@ public final class LossScaler implements AutoCloseable {
         }
         phase = Phase.UNSCALED;
         collapse = null;
+        verdictKnown = true;
         if (!config.isEnabled() || gradients.isEmpty()) {
             overflow = false;
             return false;
         }
         backend.zero(new NDList(foundInf));
+        NDArray deviceInverse = null;
+        if (deviceState != null) {
+            // an array, not a Number: DJL's rdiv(Number) leaks its scalar onto the manager
+            deviceInverse = one.div(deviceScale);
+            deviceInverse.attach(stepManager);
+        }
         float inverse = (float) (1.0 / hostScale);
         boolean first = true;
         for (NDList group : gradients.byReplica().values()) {
             Device device = group.get(0).getDevice();
-            NDArray inv = stepManager.create(inverse).toDevice(device, false);
+            NDArray inv =
+                    deviceInverse != null
+                            ? deviceInverse.toDevice(device, false)
+                            : stepManager.create(inverse).toDevice(device, false);
             inv.attach(stepManager);
             if (first && device.equals(foundInf.getDevice())) {
                 backend.unscaleAndCheck(group, foundInf, inv);
@@ -230,16 +386,91 @@ public final class LossScaler implements AutoCloseable {
             }
             first = false;
         }
+        if (deviceState != null) {
+            checked = gradients;
+            overflow = false;
+            verdictKnown = false;
+            stepsSinceSync++;
+            if (stepsSinceSync < hostSyncInterval) {
+                return false; // decided on the device; nothing read
+            }
+            readDevice();
+            return overflow;
+        }
+        hostReads++;
         overflow = backend.readFloat(foundInf) != 0f;
+        predictCollapse(gradients);
+        return overflow;
+    }
+
+    private void predictCollapse(GradientSet gradients) {
         if (overflow && backoffWouldCollapse()) {
             // named now: the optimizer step that follows clears these gradients
             collapse =
                     new LossScaleCollapsedException(
                             config.getMinScale(),
-                            gradients.nonFinite(NAMES_IN_REPORTS),
+                            gradients == null ? List.of() : gradients.nonFinite(NAMES_IN_REPORTS),
                             anyLossNonFinite());
         }
-        return overflow;
+    }
+
+    /**
+     * One host read of the device state (and of this step's verdict, between the check and the
+     * update): refreshes the mirror and notes collapses and overflow runs since the last read.
+     */
+    private void readDevice() {
+        if (deviceState == null) {
+            return;
+        }
+        float[] values;
+        try (NDManager scratch = deviceManager.newSubManager()) {
+            NDList parts = new NDList();
+            for (NDArray a :
+                    new NDArray[] {
+                        deviceState.getScale(),
+                        deviceState.getGrowthTracker(),
+                        deviceState.getOverflowsSinceChange(),
+                        deviceState.getSkippedSteps(),
+                        collapses,
+                        overflowRun,
+                        overflowRunPeak
+                    }) {
+                NDArray asFloat = a.toType(DataType.FLOAT32, true);
+                asFloat.attach(scratch);
+                parts.add(asFloat);
+            }
+            NDArray flag = foundInf.reshape(1);
+            flag.attach(scratch);
+            parts.add(flag);
+            NDArray packed = NDArrays.concat(parts);
+            packed.attach(scratch);
+            values = backend.readFloats(packed);
+        }
+        hostReads++;
+        hostScale = values[0];
+        hostTracker = (int) values[1];
+        overflowsSinceChange = (int) values[2];
+        skippedSteps = (long) values[3];
+        hostOverflowRun = (int) values[5];
+        longestOverflowRun = Math.max(longestOverflowRun, (int) values[6]);
+        backend.zero(new NDList(collapses, overflowRunPeak));
+        mirrorFresh = true;
+        stepsSinceSync = 0;
+        if (values[4] != 0f && lateCollapse == null) {
+            // found late: the collapsing step's gradients are gone; this step's are named
+            lateCollapse =
+                    new LossScaleCollapsedException(
+                            config.getMinScale(),
+                            phase == Phase.UNSCALED && checked != null
+                                    ? checked.nonFinite(NAMES_IN_REPORTS)
+                                    : List.of(),
+                            false);
+        }
+        if (phase == Phase.UNSCALED && !verdictKnown) {
+            overflow = values[7] != 0f;
+            verdictKnown = true;
+            predictCollapse(checked);
+        }
     }
 
     /**
@@ -258,15 +489,64 @@ public final class LossScaler implements AutoCloseable {
         try {
             // counted first: a step that throws (collapse) still counts as taken and skipped
             steps++;
+            if (deviceState != null) {
+                updateOnDevice();
+                if (!verdictKnown) {
+                    mirrorFresh = false;
+                    throwLateCollapse();
+                    return;
+                }
+            }
             if (config.getMode() == LossScaling.Mode.DYNAMIC) {
                 updateDynamic();
             } else if (overflow) {
                 skippedSteps++;
             }
+            hostOverflowRun = overflow ? hostOverflowRun + 1 : 0;
+            longestOverflowRun = Math.max(longestOverflowRun, hostOverflowRun);
+            throwLateCollapse();
         } finally {
             phase = Phase.READY;
             lossesThisStep.clear();
             collapse = null;
+            checked = null;
+            verdictKnown = true;
+        }
+    }
+
+    private void throwLateCollapse() {
+        if (lateCollapse != null && config.getMode() == LossScaling.Mode.DYNAMIC) {
+            LossScaleCollapsedException late = lateCollapse;
+            lateCollapse = null;
+            throw late;
+        }
+        lateCollapse = null;
+    }
+
+    /** The step's update decided on the device: nothing is read. */
+    private void updateOnDevice() {
+        if (config.getMode() == LossScaling.Mode.DYNAMIC) {
+            backend.updateScaleWithHysteresis(deviceState, foundInf, config);
+            if (!verdictKnown) {
+                // a known verdict predicts the collapse on the host instead
+                collapses.addi(deviceState.getCollapsed());
+            }
+            return;
+        }
+        // a fixed scale: count the skip and the run of overflows (its failure)
+        try (NDManager scratch = deviceManager.newSubManager()) {
+            NDArray found = foundInf.neq(0f);
+            found.attach(scratch);
+            NDArray count = found.toType(DataType.INT64, false);
+            count.attach(scratch);
+            deviceState.getSkippedSteps().addi(count.reshape(1));
+            NDArray flag = found.toType(DataType.FLOAT32, false);
+            flag.attach(scratch);
+            // run = (run + 1) * found; peak = max(peak, run)
+            overflowRun.addi(1f).muli(flag);
+            NDArray peak = overflowRunPeak.maximum(overflowRun);
+            peak.attach(scratch);
+            backend.copy(new NDList(overflowRunPeak), new NDList(peak));
         }
     }
 
@@ -318,6 +598,9 @@ public final class LossScaler implements AutoCloseable {
     }
 
     private void runKernel(double growth, double backoff) {
+        if (deviceState != null) {
+            return; // the device state was updated by updateOnDevice
+        }
         backend.updateScale(
                 scaleTensor, growthTracker, foundInf, growth, backoff, config.getGrowthInterval());
     }
@@ -330,6 +613,7 @@ public final class LossScaler implements AutoCloseable {
                     asFloat.attach(scratch);
                     NDArray sum = asFloat.sum();
                     sum.attach(scratch);
+                    hostReads++;
                     if (!Float.isFinite(backend.readFloat(sum))) {
                         return true;
                     }
@@ -345,6 +629,7 @@ public final class LossScaler implements AutoCloseable {
      * @return the state
      */
     public ScalerState state() {
+        refreshMirror();
         return new ScalerState(hostScale, hostTracker, overflowsSinceChange, steps, skippedSteps);
     }
 
@@ -374,6 +659,31 @@ public final class LossScaler implements AutoCloseable {
         overflowsSinceChange = state.getOverflowsSinceChange();
         steps = state.getSteps();
         skippedSteps = state.getSkippedSteps();
+        hostOverflowRun = 0;
+        longestOverflowRun = 0;
+        lateCollapse = null;
+        mirrorFresh = true;
+        stepsSinceSync = 0;
+        if (deviceState != null) {
+            createDeviceState(state);
+        }
+    }
+
+    private void createDeviceState(ScalerState state) {
+        NDManager fresh = manager.newSubManager();
+        fresh.setName("djl-amp loss scaler device state");
+        DeviceScaleState newState = new DeviceScaleState(state, fresh, foundInf.getDevice());
+        if (deviceManager != null) {
+            deviceManager.close();
+        }
+        deviceManager = fresh;
+        deviceState = newState;
+        deviceScale = newState.getScale().reshape(new Shape());
+        deviceScale.attach(fresh);
+        one = fresh.create(1f);
+        collapses = fresh.zeros(new Shape(1), DataType.FLOAT32);
+        overflowRun = fresh.create(new float[] {hostOverflowRun});
+        overflowRunPeak = fresh.zeros(new Shape(1), DataType.FLOAT32);
     }
 
     /** Frees the device state. */

@@ -88,6 +88,15 @@ public interface AmpBackend {
     float readFloat(NDArray array);
 
     /**
+     * Reads every element of an array on the host as floats, any precision, any device: one wait
+     * for the device and one copy, with {@link #readFloat(NDArray)}'s care for managers.
+     *
+     * @param array an array
+     * @return its elements, flattened, as floats
+     */
+    float[] readFloats(NDArray array);
+
+    /**
      * One fused SGD step over every parameter, skipped on the device when {@code foundInf} is
      * non-zero (PyTorch's {@code _fused_sgd_}; no host read). DJL's semantics: {@code g' = g + wd
      * w}; without momentum {@code w -= lr g'}; with momentum {@code b = momentum b + g'}, {@code w

@@ -82,7 +82,7 @@ public final class AmpSession implements AutoCloseable {
     private String policyChoice;
     private NDManager sessionManager;
     private NDArray lossHealth;
-    private int fixedScaleOverflowRun;
+    private boolean fusedOptimizer;
     private boolean scaledThisStep;
     private GradientReducer gradientReducer;
     private Verdict verdict = Verdict.UNCHECKED;
@@ -91,6 +91,8 @@ public final class AmpSession implements AutoCloseable {
         UNCHECKED,
         APPLY,
         SKIP,
+        /** Checked, with the verdict left on the device (read only if someone asks). */
+        ON_DEVICE,
         ACCUMULATE
     }
 
@@ -156,7 +158,6 @@ public final class AmpSession implements AutoCloseable {
         this.trainer = trainer;
         trainerClosed = false;
         pendingBatches = 0;
-        fixedScaleOverflowRun = 0;
         verdict = Verdict.UNCHECKED;
         Device device = trainer.getDevices()[0];
         NDManager manager = trainer.getManager();
@@ -171,6 +172,10 @@ public final class AmpSession implements AutoCloseable {
         }
         scaling = scalingFor(policy.getComputePrecision());
         scaler = new LossScaler(scaling, backend, manager, device);
+        if (fusedOptimizer && trainer.getDevices().length == 1) {
+            // the optimizer skips on the device: nothing needs the verdict on the host each step
+            scaler.keepStateOnDevice(options.getHostSyncInterval());
+        }
         buffers = scaling.isEnabled() ? block.enableBufferSnapshots() : null;
         lossHealth = null;
         if (scaling.isEnabled()) {
@@ -382,6 +387,15 @@ public final class AmpSession implements AutoCloseable {
             gradientReducer.reduce(gradients, stepManager);
         }
         boolean overflow = scaler.unscaleAndCheck(gradients, stepManager);
+        if (!scaler.isVerdictKnown()) {
+            verdict = Verdict.ON_DEVICE;
+            if (buffers != null) {
+                // the forward pass moved them with this batch: put back where the step skips
+                buffers.restoreIf(backend, scaler.getFoundInfArray());
+                buffers.clear();
+            }
+            return false;
+        }
         verdict = overflow ? Verdict.SKIP : Verdict.APPLY;
         if (buffers != null) {
             if (overflow) {
@@ -443,6 +457,10 @@ public final class AmpSession implements AutoCloseable {
      * @return true between a skipping verdict and the next backward
      */
     boolean isReportingSkippedBatch() {
+        if (verdict == Verdict.ON_DEVICE) {
+            // one host read, next to DJL's own host read of the loss for the same report
+            return isSkipping();
+        }
         return verdict == Verdict.SKIP;
     }
 
@@ -455,48 +473,68 @@ public final class AmpSession implements AutoCloseable {
         return scaling != null && scaling.isEnabled();
     }
 
-    /** Moves the loss scale after the step and saves its state into the model's properties. */
+    /**
+     * Moves the loss scale after the step and saves its state into the model's properties; with the
+     * state on the device, the host's part (saving, divergence checks) runs at host reads only.
+     */
     void update() {
         requireAttached();
-        boolean skipped = verdict == Verdict.SKIP;
         scaledThisStep = false;
-        if (!skipped) {
-            fixedScaleOverflowRun = 0;
-        }
         try {
             scaler.update();
         } catch (LossScaleCollapsedException e) {
-            if (!e.isLossNonFinite() && lossWasNonFinite()) {
-                // the diagnosis only sees the losses still alive: the session remembers them all
-                throw new LossScaleCollapsedException(
-                        scaling.getMinScale(), e.getNonFiniteParameters(), true);
-            }
-            throw e;
+            throw withLossDiagnosis(e);
         }
-        if (!scaling.isEnabled()) {
+        afterHostRead();
+    }
+
+    /**
+     * With the loss scaler state on the device (fused optimizer steps): reads it on the host now
+     * (one read), reports a divergence found there and saves the state into the model's properties.
+     * {@code EasyTrain} runs it at each epoch's end; in a custom loop call it before {@code
+     * model.save(...)} between the scaler's periodic reads, or the checkpoint carries the state of
+     * the last read. Does nothing when the state is on the host.
+     *
+     * @throws LossScaleCollapsedException when the scale collapsed since the last read
+     * @throws AmpException when a fixed scale overflowed on {@value #FIXED_SCALE_OVERFLOW_LIMIT}
+     *     steps in a row since the last read
+     */
+    public void syncToHost() {
+        if (trainer == null || trainerClosed || !scaling.isEnabled()) {
             return;
         }
-        if (skipped && fixedScaleOverflowsAgain()) {
+        try {
+            scaler.syncToHost();
+        } catch (LossScaleCollapsedException e) {
+            throw withLossDiagnosis(e);
+        }
+        afterHostRead();
+    }
+
+    private LossScaleCollapsedException withLossDiagnosis(LossScaleCollapsedException e) {
+        if (!e.isLossNonFinite() && lossWasNonFinite()) {
+            // the diagnosis only sees the losses still alive: the session remembers them all
+            return new LossScaleCollapsedException(
+                    scaling.getMinScale(), e.getNonFiniteParameters(), true);
+        }
+        return e;
+    }
+
+    /** Divergence checks and the saved state, whenever the host mirror is current. */
+    private void afterHostRead() {
+        if (!scaling.isEnabled() || !scaler.isMirrorFresh()) {
+            return; // the state is on the device and was not read this step
+        }
+        if (scaling.getMode() == LossScaling.Mode.STATIC
+                && scaler.takeLongestOverflowRun() >= FIXED_SCALE_OVERFLOW_LIMIT) {
             AmpException failure = fixedScaleFailure(lossWasNonFinite());
+            scaler.resetOverflowRun();
             backend.zero(new NDList(lossHealth));
             throw failure;
         }
         backend.zero(new NDList(lossHealth));
         trainer.getModel()
                 .setProperty(SCALER_STATE_PROPERTY, scaler.state().withOrigin(scaling).toString());
-    }
-
-    /** Counts a skipped step under a fixed scale; true when the run of them reached the limit. */
-    private boolean fixedScaleOverflowsAgain() {
-        if (scaling.getMode() != LossScaling.Mode.STATIC) {
-            return false;
-        }
-        fixedScaleOverflowRun++;
-        if (fixedScaleOverflowRun < FIXED_SCALE_OVERFLOW_LIMIT) {
-            return false;
-        }
-        fixedScaleOverflowRun = 0;
-        return true;
     }
 
     private AmpException fixedScaleFailure(boolean lossNonFinite) {
@@ -519,7 +557,7 @@ public final class AmpSession implements AutoCloseable {
     }
 
     private boolean lossWasNonFinite() {
-        return lossHealth != null && !Float.isFinite(lossHealth.getFloat());
+        return lossHealth != null && !Float.isFinite(backend.readFloat(lossHealth));
     }
 
     /**
@@ -530,15 +568,49 @@ public final class AmpSession implements AutoCloseable {
      * @throws AmpException when this step's gradients were never checked under loss scaling
      */
     public boolean isSkipping() {
+        if (verdict == Verdict.UNCHECKED && !isScaling()) {
+            return false; // bf16 and fp32: a custom loop needs no scaler calls
+        }
+        requireChecked();
+        if (verdict == Verdict.ON_DEVICE) {
+            // asked for: one host read (the flag stands until the next step's check)
+            boolean skip = backend.readFloat(scaler.getFoundInfArray()) != 0f;
+            verdict = skip ? Verdict.SKIP : Verdict.APPLY;
+        }
+        return verdict == Verdict.SKIP;
+    }
+
+    /**
+     * Throws when the optimizer runs before this step's gradients were checked under loss scaling.
+     */
+    void requireChecked() {
         if (verdict == Verdict.UNCHECKED) {
             if (!isScaling()) {
-                return false; // bf16 and fp32: a custom loop needs no scaler calls
+                return; // bf16 and fp32: a custom loop needs no scaler calls
             }
             throw new AmpException(
                     "The optimizer ran before djl-amp checked the gradients: with EasyTrain keep"
                             + " the AmpTrainingListener that Amp.configure adds; in a custom loop"
                             + " end each step with AmpSession.step() instead of trainer.step()");
         }
+    }
+
+    /**
+     * Tells the session whether its optimizer skips overflowed steps on the device (fused steps):
+     * then the loss scaler keeps its state there and the verdict is not read every step.
+     *
+     * @param fused true for fused optimizer steps
+     */
+    void setFusedOptimizer(boolean fused) {
+        this.fusedOptimizer = fused;
+    }
+
+    /**
+     * Returns whether this step is known on the host to be skipped, without reading the device.
+     *
+     * @return true only when the verdict is on the host and says skip
+     */
+    boolean isKnownSkip() {
         return verdict == Verdict.SKIP;
     }
 

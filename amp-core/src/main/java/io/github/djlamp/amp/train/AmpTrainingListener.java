@@ -12,6 +12,11 @@ import org.slf4j.LoggerFactory;
  * {@code onTrainingBatch}, the only hook there), one fused unscale-and-check over every device's
  * gradients, one host read of the verdict, and the scale update. Publishes {@value #LOSS_SCALE} and
  * {@value #SKIPPED_STEPS} to the trainer's {@link Metrics} and logs a summary per epoch.
+ *
+ * <p>When the loss scaler keeps its state on the device (fused optimizer steps), there is no host
+ * read per step: the metrics are published at the scaler's host reads (every {@code
+ * hostSyncInterval} steps, {@link io.github.djlamp.amp.AmpOptions.Builder#hostSyncInterval}) and at
+ * each epoch's end, where the state is read once.
  */
 public final class AmpTrainingListener extends TrainingListenerAdapter {
 
@@ -82,6 +87,13 @@ public final class AmpTrainingListener extends TrainingListenerAdapter {
     public void onTrainingBatch(Trainer trainer, BatchData batchData) {
         session.afterBackward(batchData.getBatch().getManager());
         LossScaler scaler = session.getScaler();
+        if (!scaler.isMirrorFresh()) {
+            return; // the state is on the device: reported at its next host read
+        }
+        report(trainer, scaler);
+    }
+
+    private void report(Trainer trainer, LossScaler scaler) {
         float scale = scaler.getScale();
         epochMinScale = Math.min(epochMinScale, scale);
         epochMaxScale = Math.max(epochMaxScale, scale);
@@ -97,6 +109,10 @@ public final class AmpTrainingListener extends TrainingListenerAdapter {
     public void onEpoch(Trainer trainer) {
         session.flushAccumulation();
         LossScaler scaler = session.getScaler();
+        if (!scaler.isMirrorFresh()) {
+            session.syncToHost(); // one read at the epoch's end
+            report(trainer, scaler);
+        }
         long steps = scaler.getSteps() - epochStartSteps;
         long skipped = scaler.getSkippedSteps() - epochStartSkipped;
         epoch++;

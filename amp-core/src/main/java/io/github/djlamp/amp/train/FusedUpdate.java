@@ -19,7 +19,9 @@ import io.github.djlamp.amp.spi.AdamSettings;
 import io.github.djlamp.amp.spi.AmpBackend;
 import java.lang.reflect.Field;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.Map;
+import java.util.Set;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -53,7 +55,7 @@ final class FusedUpdate {
     private final AdamSettings adam;
     private final Map<String, NDArray[]> state = new HashMap<>();
     private NDArray adamStep;
-    private long lastStep = Long.MIN_VALUE;
+    private final Set<String> seenThisStep = new HashSet<>();
 
     private FusedUpdate(Kind kind, float learningRate, float weightDecay, float momentum) {
         this.kind = kind;
@@ -150,17 +152,24 @@ final class FusedUpdate {
 
     /**
      * Runs the fused step for every parameter at the first call of a step; later calls of the same
-     * step do nothing.
+     * step do nothing. DJL calls the optimizer once per trained parameter per step: a parameter
+     * seen again starts the next step. (No counter of the session or scaler serves: EasyTrain moves
+     * the scale before the optimizer step, a custom loop and the epoch's flush after it, and a bf16
+     * custom loop calls {@code trainer.step()} with no scaler call at all.)
      *
      * @param session the session, for the parameters, the backend and the overflow flag
      * @param device the device of the weights
+     * @param parameterId the parameter DJL is updating
      */
-    void update(AmpSession session, Device device) {
-        long step = session.getScaler().getSteps();
-        if (step == lastStep) {
+    void update(AmpSession session, Device device, String parameterId) {
+        boolean newStep = seenThisStep.isEmpty() || seenThisStep.contains(parameterId);
+        if (newStep) {
+            seenThisStep.clear();
+        }
+        seenThisStep.add(parameterId);
+        if (!newStep) {
             return;
         }
-        lastStep = step;
         AmpBackend backend = session.getBackend();
         NDArray foundInf = session.getScaler().getFoundInfArray();
         ParameterStore store = session.getBlock().getTrainingStore();
@@ -207,6 +216,17 @@ final class FusedUpdate {
                 backend.fusedAdamStep(weights, grads, first, second, adamStep, adam, foundInf);
             }
         }
+    }
+
+    /** The state of one parameter (momentum, or first and second moments); empty when none. */
+    NDList state(String parameterId) {
+        NDArray[] buffers = state.get(parameterId);
+        return buffers == null ? new NDList() : new NDList(buffers);
+    }
+
+    /** Adam's device count of applied steps, or null (SGD, or before the first step). */
+    NDArray stepCount() {
+        return adamStep;
     }
 
     private NDArray[] newState(NDArray weight) {

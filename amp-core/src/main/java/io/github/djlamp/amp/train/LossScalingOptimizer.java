@@ -1,6 +1,7 @@
 package io.github.djlamp.amp.train;
 
 import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
 import ai.djl.training.optimizer.Optimizer;
 import java.util.Objects;
 
@@ -47,6 +48,7 @@ public final class LossScalingOptimizer extends Optimizer {
                     "The optimizer is already a LossScalingOptimizer; configure AMP once");
         }
         this.fused = Boolean.getBoolean(FUSED_PROPERTY) ? FusedUpdate.plan(inner) : null;
+        session.setFusedOptimizer(fused != null);
     }
 
     /**
@@ -67,21 +69,46 @@ public final class LossScalingOptimizer extends Optimizer {
         return fused != null;
     }
 
+    /**
+     * Returns the fused path's optimizer state of one parameter, owned by this optimizer: SGD's
+     * momentum buffer (empty without momentum), or Adam's first and second moments. DJL's optimizer
+     * object is not updated on the fused path; this is the state that a skipped step leaves bitwise
+     * unchanged.
+     *
+     * @param parameterId the parameter's id
+     * @return the buffers, empty before the parameter's first step or when not fused
+     */
+    public NDList getFusedState(String parameterId) {
+        return fused == null ? new NDList() : fused.state(parameterId);
+    }
+
+    /**
+     * Returns the fused Adam's device count of applied (not skipped) steps, a one-element FLOAT64
+     * array owned by this optimizer.
+     *
+     * @return the count, or null for SGD, before the first step, or when not fused
+     */
+    public NDArray getFusedStepCount() {
+        return fused == null ? null : fused.stepCount();
+    }
+
     /** {@inheritDoc} */
     @Override
     public void update(String parameterId, NDArray weight, NDArray grad) {
         if (session.isAccumulating()) {
             return;
         }
-        boolean skipping = session.isSkipping();
         if (fused != null && session.deviceCount() == 1) {
-            // one launch for every parameter at the step's first call, skipped on the device
-            fused.update(session, weight.getDevice());
-            if (!skipping) {
-                session.weightUpdated(parameterId);
+            session.requireChecked();
+            // one launch for every parameter at the step's first call, skipped on the device:
+            // the verdict is not read on the host
+            fused.update(session, weight.getDevice(), parameterId);
+            if (!session.isKnownSkip()) {
+                session.weightUpdated(parameterId); // recasting an unchanged weight is harmless
             }
             return;
         }
+        boolean skipping = session.isSkipping();
         if (skipping) {
             session.clearGradient(weight);
             return;

@@ -118,6 +118,15 @@ final class AmpKernels {
         }
     }
 
+    /** Reads every element as floats on the host, like {@link #readFloat}. */
+    float[] readFloats(PtNDArray array) {
+        try (PtNDManager scope = (PtNDManager) manager.newSubManager(Device.cpu());
+                IValue in = IValue.from(array);
+                IValue out = IValueUtils.runMethod(module, "to_host_", in)) {
+            return out.toTensor(scope).toFloatArray();
+        }
+    }
+
     void fusedSgd(
             PtNDArray[] weights,
             PtNDArray[] gradients,

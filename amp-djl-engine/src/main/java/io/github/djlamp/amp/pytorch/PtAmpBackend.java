@@ -16,6 +16,7 @@ import io.github.djlamp.amp.spi.DeviceScaleState;
 import io.github.djlamp.amp.spi.MemoryLayout;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * The {@link AmpBackend} for DJL's PyTorch engine, registered through {@link
@@ -24,6 +25,7 @@ import java.util.concurrent.ConcurrentHashMap;
 public final class PtAmpBackend implements AmpBackend {
 
     private final Map<Device, DeviceCapabilities> capabilities = new ConcurrentHashMap<>();
+    private final AtomicLong hostReads = new AtomicLong();
     private volatile AmpKernels kernels;
 
     /** Creates the backend; the kernels load on first use. */
@@ -108,7 +110,26 @@ public final class PtAmpBackend implements AmpBackend {
                     "readFloat needs an array with at least one element, got shape "
                             + array.getShape());
         }
+        hostReads.incrementAndGet();
         return kernels().readFloat(requirePyTorch(array));
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public float[] readFloats(NDArray array) {
+        hostReads.incrementAndGet();
+        return kernels().readFloats(requirePyTorch(array));
+    }
+
+    /**
+     * Returns how many host reads of device values went through this backend since the JVM started
+     * ({@link #readFloat} and {@link #readFloats}): what tests count to prove a training step makes
+     * none.
+     *
+     * @return the number of host reads
+     */
+    public long getHostReadCount() {
+        return hostReads.get();
     }
 
     /** {@inheritDoc} */
