@@ -4,7 +4,7 @@
 # artifact in .ci/published-artifacts, except signatures: a POM with name, description, url,
 # license, developer and scm (inherited from the parent POM where Maven inherits them), and for a
 # jar module the main jar (with an Automatic-Module-Name), a sources jar, a javadoc jar, and a line
-# in the staged BOM.
+# in the staged BOM; and the BOM's DJL and PyTorch versions must be the parent's.
 # Usage: check-staged.sh REPOSITORY_FOLDER VERSION [LIST]. Lists every missing piece, then fails.
 set -euo pipefail
 repo=$1
@@ -90,6 +90,19 @@ while read -r artifact packaging; do
     missing+=("$javadoc: holds no index.html")
   fi
 done <"$list"
+
+# the BOM has no parent on purpose and repeats the parent's DJL and PyTorch versions: they must agree
+bom=$(newest "$repo/$group_path/djl-amp-bom/$version" "djl-amp-bom-*.pom")
+parent=$(newest "$repo/$group_path/djl-amp-parent/$version" "djl-amp-parent-*.pom")
+if [[ -n $bom && -n $parent ]]; then
+  for property in djl.version pytorch.version; do
+    in_bom=$(sed -n "s:.*<$property>\(.*\)</$property>.*:\1:p" "$bom" | head -n 1)
+    in_parent=$(sed -n "s:.*<$property>\(.*\)</$property>.*:\1:p" "$parent" | head -n 1)
+    if [[ $in_bom != "$in_parent" ]]; then
+      missing+=("$bom: $property is '$in_bom', the parent builds with '$in_parent'")
+    fi
+  done
+fi
 
 if ((checked == 0)); then
   missing+=("$list: lists no artifact")
