@@ -77,7 +77,14 @@ class ModelZooLambdasTest {
 
     @Test
     void theModelZoosJoinsAreKnownAndAUsersIsNot() {
-        for (Block net : new Block[] {GoogLeNet.builder().build(), SqueezeNet.squeezenet(10)}) {
+        Block resnet =
+                ResNetV1.builder()
+                        .setImageShape(new Shape(1, 28, 28))
+                        .setNumLayers(20)
+                        .setOutSize(10)
+                        .build();
+        for (Block net :
+                new Block[] {resnet, GoogLeNet.builder().build(), SqueezeNet.squeezenet(10)}) {
             int joins = 0;
             for (Block b : BlockPaths.walk(net).values()) {
                 if (b instanceof ParallelBlock) {
