@@ -3,7 +3,8 @@
 # repository the consumer build installs into) holds everything Maven Central requires of each
 # artifact in .ci/published-artifacts, except signatures: a POM with name, description, url,
 # license, developer and scm (inherited from the parent POM where Maven inherits them), and for a
-# jar module the main jar (with an Automatic-Module-Name), a sources jar and a javadoc jar.
+# jar module the main jar (with an Automatic-Module-Name), a sources jar, a javadoc jar, and a line
+# in the staged BOM; and the BOM's DJL and PyTorch versions must be the parent's.
 # Usage: check-staged.sh REPOSITORY_FOLDER VERSION [LIST]. Lists every missing piece, then fails.
 set -euo pipefail
 repo=$1
@@ -64,6 +65,10 @@ while read -r artifact packaging; do
   pom_has "$pom" "$parent" "<developer> with a name" has_developer
   pom_has "$pom" "$parent" "<scm> with connection and url" has_scm
   [[ $packaging == jar ]] || continue
+  bom=$(newest "$repo/$group_path/djl-amp-bom/$version" "djl-amp-bom-*.pom")
+  if [[ -n $bom ]] && ! block "$bom" dependencyManagement | grep -q "<artifactId>$artifact</artifactId>"; then
+    missing+=("$bom: does not list $artifact")
+  fi
   main=$(find "$dir" -maxdepth 1 -name "$artifact-*.jar" ! -name '*-sources.jar' ! -name '*-javadoc.jar' \
     2>/dev/null | sort | tail -n 1)
   sources=$(newest "$dir" "$artifact-*-sources.jar")
@@ -85,6 +90,19 @@ while read -r artifact packaging; do
     missing+=("$javadoc: holds no index.html")
   fi
 done <"$list"
+
+# the BOM has no parent on purpose and repeats the parent's DJL and PyTorch versions: they must agree
+bom=$(newest "$repo/$group_path/djl-amp-bom/$version" "djl-amp-bom-*.pom")
+parent=$(newest "$repo/$group_path/djl-amp-parent/$version" "djl-amp-parent-*.pom")
+if [[ -n $bom && -n $parent ]]; then
+  for property in djl.version pytorch.version; do
+    in_bom=$(sed -n "s:.*<$property>\(.*\)</$property>.*:\1:p" "$bom" | head -n 1)
+    in_parent=$(sed -n "s:.*<$property>\(.*\)</$property>.*:\1:p" "$parent" | head -n 1)
+    if [[ $in_bom != "$in_parent" ]]; then
+      missing+=("$bom: $property is '$in_bom', the parent builds with '$in_parent'")
+    fi
+  done
+fi
 
 if ((checked == 0)); then
   missing+=("$list: lists no artifact")

@@ -59,6 +59,7 @@ public final class MixedPrecisionBlock implements Block {
     private volatile ParameterStore trainingStore;
     private volatile BufferSnapshot bufferSnapshot;
     private volatile boolean mastersChecked;
+    private volatile int treeVersion;
 
     /**
      * Wraps a block.
@@ -149,6 +150,17 @@ public final class MixedPrecisionBlock implements Block {
     }
 
     /**
+     * Returns a number that changes each time a forward pass finds that the user changed the
+     * wrapped tree (a new head after {@code removeLastBlock()} and {@code add(...)}), so that what
+     * lists the tree's parameters lists them again.
+     *
+     * @return the version of the tree the last forward ran
+     */
+    public int getTreeVersion() {
+        return treeVersion;
+    }
+
+    /**
      * Makes every training forward copy the running statistics (BatchNorm) first, so that a step
      * skipped for overflow can restore them: djl-amp's trainer glue turns this on whenever steps
      * can be skipped.
@@ -234,6 +246,7 @@ public final class MixedPrecisionBlock implements Block {
             policy.validateAgainst(original);
             resolved.clear();
             mastersChecked = false;
+            treeVersion++;
             if (bufferSnapshot != null) {
                 bufferSnapshot.forgetTree();
             }

@@ -77,6 +77,7 @@ public final class AmpSession implements AutoCloseable {
     private BufferSnapshot buffers;
     private List<Pair<String, Parameter>> parameters;
     private boolean[] trainableFlags;
+    private int parametersTreeVersion;
     private List<Pair<String, Parameter>> trainable;
     private PrecisionPolicy policy;
     private String policyChoice;
@@ -682,11 +683,12 @@ public final class AmpSession implements AutoCloseable {
 
     /**
      * Lists the trainable parameters again when a requiresGradient flag changed since the last step
-     * (a layer frozen or unfrozen mid-training); otherwise a loop over cached flags.
+     * (a layer frozen or unfrozen mid-training) or the tree itself changed (a head replaced after
+     * wrapping); otherwise a loop over cached flags.
      */
     private void refreshTrainable() {
-        if (parameters == null) {
-            // the block's parameters are fixed once built; which of them train may change
+        if (parameters == null || parametersTreeVersion != block.getTreeVersion()) {
+            parametersTreeVersion = block.getTreeVersion();
             parameters = new ArrayList<>();
             for (Pair<String, Parameter> pair : block.getParameters()) {
                 parameters.add(pair);

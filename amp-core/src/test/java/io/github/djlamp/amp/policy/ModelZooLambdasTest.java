@@ -43,15 +43,17 @@ class ModelZooLambdasTest {
         return n;
     }
 
+    private static Block resNet20() {
+        return ResNetV1.builder()
+                .setImageShape(new Shape(1, 28, 28))
+                .setNumLayers(20)
+                .setOutSize(10)
+                .build();
+    }
+
     @Test
     void resNetReluLambdasPassThrough() {
-        Block resnet =
-                ResNetV1.builder()
-                        .setImageShape(new Shape(1, 28, 28))
-                        .setNumLayers(20)
-                        .setOutSize(10)
-                        .build();
-        assertTrue(countLambdas(resnet, CastCategory.PASS_THROUGH) >= 9);
+        assertTrue(countLambdas(resNet20(), CastCategory.PASS_THROUGH) >= 9);
     }
 
     @Test
@@ -77,7 +79,8 @@ class ModelZooLambdasTest {
 
     @Test
     void theModelZoosJoinsAreKnownAndAUsersIsNot() {
-        for (Block net : new Block[] {GoogLeNet.builder().build(), SqueezeNet.squeezenet(10)}) {
+        for (Block net :
+                new Block[] {resNet20(), GoogLeNet.builder().build(), SqueezeNet.squeezenet(10)}) {
             int joins = 0;
             for (Block b : BlockPaths.walk(net).values()) {
                 if (b instanceof ParallelBlock) {

@@ -65,6 +65,42 @@ class ScalerStateRestoreTest {
     }
 
     @Test
+    void aSavedScaleOutsideTheConfiguredBoundsIsIgnored() {
+        Engine.getInstance().setRandomSeed(3);
+        try (Model model = Model.newInstance("bounds", "PyTorch")) {
+            MixedPrecisionBlock block = Amp.wrap(new RealProgramsRig.Mlp().block, "float32");
+            model.setBlock(block);
+            // grows after every clean step: 1024 -> 8192 in three steps
+            train(
+                    model,
+                    block,
+                    LossScaling.dynamicBuilder().initScale(INIT).growthInterval(1).build(),
+                    3);
+
+            float[] within =
+                    train(
+                            model,
+                            block,
+                            LossScaling.dynamicBuilder().initScale(INIT).growthInterval(1).build(),
+                            0);
+            assertEquals(8 * INIT, within[0], "the same bounds resume the grown scale");
+
+            float[] outside =
+                    train(
+                            model,
+                            block,
+                            LossScaling.dynamicBuilder()
+                                    .initScale(INIT)
+                                    .growthInterval(1)
+                                    .maxScale(4 * INIT)
+                                    .build(),
+                            0);
+            assertEquals(INIT, outside[0], "a saved scale above maxScale is not restored");
+            assertEquals(0f, outside[1], "nor are its counters");
+        }
+    }
+
+    @Test
     void noStateIsWrittenWithoutScaling() {
         Engine.getInstance().setRandomSeed(2);
         try (Model model = Model.newInstance("no-scaling", "PyTorch")) {

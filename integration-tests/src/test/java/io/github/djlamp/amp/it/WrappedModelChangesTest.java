@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import ai.djl.Model;
+import ai.djl.engine.Engine;
 import ai.djl.inference.Predictor;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
@@ -21,6 +22,8 @@ import ai.djl.training.loss.Loss;
 import ai.djl.translate.NoopTranslator;
 import io.github.djlamp.amp.Amp;
 import io.github.djlamp.amp.AmpException;
+import io.github.djlamp.amp.cast.MixedPrecisionBlock;
+import io.github.djlamp.amp.train.AmpSession;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -57,6 +60,39 @@ class WrappedModelChangesTest {
             NDList y = wrapped.forward(store, x, false);
             assertEquals(new Shape(2, 5), y.head().getShape(), "the new head ran");
             assertEquals(DataType.FLOAT32, y.head().getDataType());
+        }
+    }
+
+    @Test
+    void aHeadReplacedMidTrainingUnderFp16HasItsGradientsUnscaledAndChecked() {
+        Engine.getInstance().setRandomSeed(15);
+        RealProgramsRig.Mlp mlp = new RealProgramsRig.Mlp();
+        try (Model model = Model.newInstance("new-head", "PyTorch")) {
+            MixedPrecisionBlock block = Amp.wrap(mlp.block, "mixed_float16");
+            model.setBlock(block);
+            try (Trainer trainer =
+                            model.newTrainer(Amp.configure(RealProgramsRig.sgd(0.1f), block));
+                    NDManager data = trainer.getManager().newSubManager()) {
+                trainer.initialize(new Shape(ToyTask.BATCH, ToyTask.FEATURES));
+                ToyTask task = new ToyTask(data);
+                task.trainStep(trainer, 0);
+                task.trainStep(trainer, 1);
+
+                mlp.block.removeLastBlock();
+                Linear head = Linear.builder().setUnits(ToyTask.CLASSES).build();
+                mlp.block.add(head);
+                head.initialize(model.getNDManager(), DataType.FLOAT32, new Shape(1, 8));
+                float[] before = head.getParameters().get("weight").getArray().toFloatArray();
+                task.trainStep(trainer, 2);
+                float change =
+                        RealProgramsRig.largestChange(
+                                before,
+                                head.getParameters().get("weight").getArray().toFloatArray());
+                assertTrue(change > 0, "the new head trains");
+                // lr 0.1 times a true gradient of order 1; left scaled by 2^16 it would be ~1e3
+                assertTrue(change < 1f, "the new head's step is unscaled: " + change);
+                assertEquals(0, AmpSession.of(trainer).getScaler().getSkippedSteps());
+            }
         }
     }
 
