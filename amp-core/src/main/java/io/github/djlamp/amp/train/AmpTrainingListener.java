@@ -75,10 +75,13 @@ public final class AmpTrainingListener extends TrainingListenerAdapter {
             return;
         }
         logger.info(
-                "djl-amp: policy {}, loss scaling {}, scale {}",
+                "djl-amp: policy {}, loss scaling {}, scale {}, {}",
                 session.getPolicyChoice(),
                 scaler.getConfig(),
-                scaler.getScale());
+                scaler.getScale(),
+                scaler.isStateOnDevice()
+                        ? "scaler state on the device (fused optimizer step, no host read per step)"
+                        : "scaler state read on the host each step");
         startEpoch();
     }
 

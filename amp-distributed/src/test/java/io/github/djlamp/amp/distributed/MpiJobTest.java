@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.djlamp.amp.train.LossScalingOptimizer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -124,16 +125,32 @@ class MpiJobTest {
 
     @Test
     void anInfOnOneRankSkipsTheStepOnAll() throws Exception {
+        MpiLauncher.Outcome run = infOnRankOneAtStepTwo(List.of());
+        assertTrue(
+                run.output.contains("scaler state read on the host each step"),
+                "DJL's own update by default: " + run.output);
+        assertSameSkipOnBothRanks(run);
+    }
+
+    @Test
+    void anInfOnOneRankSkipsTheStepOnAllWithTheScalerStateOnTheDevice() throws Exception {
+        // fused SGD: the skip is decided and the scale moved on each rank's device, read lazily
         MpiLauncher.Outcome run =
-                MpiLauncher.run(
-                        2,
-                        120,
-                        List.of("-Dorg.slf4j.simpleLogger.defaultLogLevel=info"),
-                        out.toString(),
-                        "4",
-                        "8",
-                        "fp16",
-                        "fault=1:2:inf");
+                infOnRankOneAtStepTwo(
+                        List.of("-D" + LossScalingOptimizer.FUSED_PROPERTY + "=true"));
+        assertTrue(
+                run.output.contains("scaler state on the device"),
+                "the fused path ran: " + run.output);
+        assertSameSkipOnBothRanks(run);
+    }
+
+    private MpiLauncher.Outcome infOnRankOneAtStepTwo(List<String> jvmOptions) throws Exception {
+        List<String> options = new ArrayList<>(jvmOptions);
+        options.add("-Dorg.slf4j.simpleLogger.defaultLogLevel=info");
+        return MpiLauncher.run(2, 120, options, out.toString(), "4", "8", "fp16", "fault=1:2:inf");
+    }
+
+    private void assertSameSkipOnBothRanks(MpiLauncher.Outcome run) throws Exception {
         assertEquals(0, run.exitCode, run.output);
         // djl-amp's epoch summary once, from rank 0
         assertEquals(
