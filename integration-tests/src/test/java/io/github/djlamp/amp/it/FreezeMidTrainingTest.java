@@ -13,6 +13,7 @@ import ai.djl.training.Trainer;
 import io.github.djlamp.amp.Amp;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
 import io.github.djlamp.amp.train.AmpSession;
+import io.github.djlamp.amp.train.LossScalingOptimizer;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -24,6 +25,25 @@ class FreezeMidTrainingTest {
 
     @Test
     void unfreezingAndFreezingLayersMidTrainingUnderFp16() {
+        unfreezeThenFreeze();
+    }
+
+    @Test
+    void unfreezingAndFreezingLayersMidTrainingWithFusedOptimizerSteps() {
+        String before = System.getProperty(LossScalingOptimizer.FUSED_PROPERTY);
+        System.setProperty(LossScalingOptimizer.FUSED_PROPERTY, "true");
+        try {
+            unfreezeThenFreeze();
+        } finally {
+            if (before == null) {
+                System.clearProperty(LossScalingOptimizer.FUSED_PROPERTY);
+            } else {
+                System.setProperty(LossScalingOptimizer.FUSED_PROPERTY, before);
+            }
+        }
+    }
+
+    private static void unfreezeThenFreeze() {
         Engine.getInstance().setRandomSeed(11);
         RealProgramsRig.Mlp mlp = new RealProgramsRig.Mlp();
         try (Model model = Model.newInstance("freeze", "PyTorch")) {
@@ -58,7 +78,12 @@ class FreezeMidTrainingTest {
                         lastBefore,
                         mlp.last.getParameters().get("weight").getArray().toFloatArray(),
                         "a frozen layer stays as it is");
-                assertEquals(0, AmpSession.of(trainer).getScaler().getSkippedSteps());
+                AmpSession amp = AmpSession.of(trainer);
+                assertEquals(0, amp.getScaler().getSkippedSteps());
+                assertEquals(
+                        Boolean.getBoolean(LossScalingOptimizer.FUSED_PROPERTY),
+                        amp.getScaler().isStateOnDevice(),
+                        "the path under test");
             }
         }
     }
