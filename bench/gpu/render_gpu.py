@@ -167,6 +167,21 @@ def render(directory):
             ("throughput: djl-amp bf16 / DJL fp32", ratio(throughput("djl-amp-bf16"), throughput("djl-fp32")), ""),
             ("throughput: djl-amp fp16 / DJL fp32", ratio(throughput("djl-amp-fp16"), throughput("djl-fp32")), ""),
             (
+                "throughput: djl-amp bf16 fused step / djl-amp bf16",
+                ratio(throughput("djl-amp-bf16-fused"), throughput("djl-amp-bf16")),
+                "",
+            ),
+            (
+                "throughput: djl-amp fp16 fused step, scaler state on the device / djl-amp fp16",
+                ratio(throughput("djl-amp-fp16-fused"), throughput("djl-amp-fp16")),
+                "",
+            ),
+            (
+                "throughput: djl-amp fp16 fused / PyTorch fp16 autocast channels-last",
+                ratio(throughput("djl-amp-fp16-fused"), throughput("pt-fp16-autocast-cl")),
+                "≥ 1.0x",
+            ),
+            (
                 "throughput: djl-amp bf16 / PyTorch bf16 autocast channels-last",
                 ratio(throughput("djl-amp-bf16"), throughput("pt-bf16-autocast-cl")),
                 "",

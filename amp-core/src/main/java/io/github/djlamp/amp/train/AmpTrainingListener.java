@@ -79,9 +79,12 @@ public final class AmpTrainingListener extends TrainingListenerAdapter {
                 session.getPolicyChoice(),
                 scaler.getConfig(),
                 scaler.getScale(),
-                scaler.isStateOnDevice()
-                        ? "scaler state on the device (fused optimizer step, no host read per step)"
-                        : "scaler state read on the host each step");
+                !scaler.getConfig().isEnabled()
+                        ? "no overflow check (nothing to read per step)"
+                        : scaler.isStateOnDevice()
+                                ? "scaler state on the device (fused optimizer step, no host"
+                                        + " read per step)"
+                                : "overflow verdict read on the host each step");
         startEpoch();
     }
 

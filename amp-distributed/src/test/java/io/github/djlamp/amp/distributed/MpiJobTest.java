@@ -127,7 +127,7 @@ class MpiJobTest {
     void anInfOnOneRankSkipsTheStepOnAll() throws Exception {
         MpiLauncher.Outcome run = infOnRankOneAtStepTwo(List.of());
         assertTrue(
-                run.output.contains("scaler state read on the host each step"),
+                run.output.contains("overflow verdict read on the host each step"),
                 "DJL's own update by default: " + run.output);
         assertSameSkipOnBothRanks(run);
     }

@@ -35,8 +35,9 @@ final class ThroughputCommand implements Callable<Integer> {
             names = "--variants",
             defaultValue = "djl-fp32,djl-amp-bf16,djl-amp-bf16-nchw",
             description =
-                    "Comma-separated: djl-fp32, djl-amp-bf16, djl-amp-bf16-nchw, djl-amp-fp16,"
-                            + " djl-amp-fp16-nchw, djl-amp-fp32-dynamic.")
+                    "Comma-separated: djl-fp32, djl-amp-bf16, djl-amp-bf16-nchw,"
+                            + " djl-amp-bf16-fused, djl-amp-fp16, djl-amp-fp16-nchw,"
+                            + " djl-amp-fp16-fused, djl-amp-fp32-dynamic.")
     String variants;
 
     @Option(names = "--warmup", defaultValue = "5", description = "Untimed steps per variant.")

@@ -7,8 +7,10 @@ import io.github.djlamp.amp.cast.MixedPrecisionBlock;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
 import io.github.djlamp.amp.scale.LossScaling;
 import io.github.djlamp.amp.spi.MemoryLayout;
+import io.github.djlamp.amp.train.LossScalingOptimizer;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.function.Supplier;
 
 /** One way of training a network in DJL: plain fp32, or through djl-amp. */
 public enum Variant {
@@ -53,6 +55,38 @@ public enum Variant {
         Block wrap(Block block) {
             return new MixedPrecisionBlock(
                     block, PrecisionPolicy.named("mixed_float16"), MemoryLayout.PRESERVE);
+        }
+    },
+    /**
+     * djl-amp bf16 with PyTorch's fused optimizer kernels: one launch for all parameters instead of
+     * DJL's per-parameter update (SGD, Adam and AdamW; others keep DJL's).
+     */
+    AMP_BF16_FUSED("djl-amp-bf16-fused", "djl-amp bf16, fused optimizer step") {
+        @Override
+        Block wrap(Block block) {
+            return new MixedPrecisionBlock(block, PrecisionPolicy.named("mixed_bfloat16"));
+        }
+
+        @Override
+        TrainingConfig configure(TrainingConfig config, Block wrapped) {
+            return withFusedOptimizer(() -> Amp.configure(config, wrapped));
+        }
+    },
+    /**
+     * djl-amp fp16 with PyTorch's fused optimizer kernels and the loss scaler's state on the
+     * device: the skip is decided on the device, with no host read per step.
+     */
+    AMP_FP16_FUSED(
+            "djl-amp-fp16-fused",
+            "djl-amp fp16 dynamic scaling, fused optimizer step, scaler state on the device") {
+        @Override
+        Block wrap(Block block) {
+            return new MixedPrecisionBlock(block, PrecisionPolicy.named("mixed_float16"));
+        }
+
+        @Override
+        TrainingConfig configure(TrainingConfig config, Block wrapped) {
+            return withFusedOptimizer(() -> Amp.configure(config, wrapped));
         }
     },
     /**
@@ -105,6 +139,23 @@ public enum Variant {
     /** Returns the configuration to create the trainer from. */
     TrainingConfig configure(TrainingConfig config, Block wrapped) {
         return Amp.configure(config, wrapped);
+    }
+
+    /**
+     * The fused optimizer switch is read when Amp.configure wraps the optimizer: set it just then.
+     */
+    private static TrainingConfig withFusedOptimizer(Supplier<TrainingConfig> configure) {
+        String before = System.getProperty(LossScalingOptimizer.FUSED_PROPERTY);
+        System.setProperty(LossScalingOptimizer.FUSED_PROPERTY, "true");
+        try {
+            return configure.get();
+        } finally {
+            if (before == null) {
+                System.clearProperty(LossScalingOptimizer.FUSED_PROPERTY);
+            } else {
+                System.setProperty(LossScalingOptimizer.FUSED_PROPERTY, before);
+            }
+        }
     }
 
     /**
