@@ -14,6 +14,7 @@ import java.util.Comparator;
 import java.util.List;
 import java.util.stream.Collectors;
 import java.util.stream.Stream;
+import io.github.djlamp.amp.train.LossScalingOptimizer;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -124,11 +125,24 @@ class MpiJobTest {
 
     @Test
     void anInfOnOneRankSkipsTheStepOnAll() throws Exception {
+        infOnOneRankSkipsTheStepOnAll(List.of("-Dorg.slf4j.simpleLogger.defaultLogLevel=info"));
+    }
+
+    /** The fused step keeps the scaler state on the device: every rank still skips and backs off. */
+    @Test
+    void anInfOnOneRankSkipsTheFusedStepOnAll() throws Exception {
+        infOnOneRankSkipsTheStepOnAll(
+                List.of(
+                        "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
+                        "-D" + LossScalingOptimizer.FUSED_PROPERTY + "=true"));
+    }
+
+    private void infOnOneRankSkipsTheStepOnAll(List<String> jvmArgs) throws Exception {
         MpiLauncher.Outcome run =
                 MpiLauncher.run(
                         2,
                         120,
-                        List.of("-Dorg.slf4j.simpleLogger.defaultLogLevel=info"),
+                        jvmArgs,
                         out.toString(),
                         "4",
                         "8",
