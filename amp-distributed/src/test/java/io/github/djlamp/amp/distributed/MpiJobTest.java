@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.djlamp.amp.train.LossScalingOptimizer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -14,7 +15,6 @@ import java.util.Comparator;
 import java.util.List;
 import java.util.stream.Collectors;
 import java.util.stream.Stream;
-import io.github.djlamp.amp.train.LossScalingOptimizer;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -128,7 +128,9 @@ class MpiJobTest {
         infOnOneRankSkipsTheStepOnAll(List.of("-Dorg.slf4j.simpleLogger.defaultLogLevel=info"));
     }
 
-    /** The fused step keeps the scaler state on the device: every rank still skips and backs off. */
+    /**
+     * The fused step keeps the scaler state on the device: every rank still skips and backs off.
+     */
     @Test
     void anInfOnOneRankSkipsTheFusedStepOnAll() throws Exception {
         infOnOneRankSkipsTheStepOnAll(
@@ -139,15 +141,7 @@ class MpiJobTest {
 
     private void infOnOneRankSkipsTheStepOnAll(List<String> jvmArgs) throws Exception {
         MpiLauncher.Outcome run =
-                MpiLauncher.run(
-                        2,
-                        120,
-                        jvmArgs,
-                        out.toString(),
-                        "4",
-                        "8",
-                        "fp16",
-                        "fault=1:2:inf");
+                MpiLauncher.run(2, 120, jvmArgs, out.toString(), "4", "8", "fp16", "fault=1:2:inf");
         assertEquals(0, run.exitCode, run.output);
         // djl-amp's epoch summary once, from rank 0
         assertEquals(
@@ -247,15 +241,19 @@ class MpiJobTest {
         assertTrue(run.seconds < 100, "took " + run.seconds + " s");
     }
 
-    @Test
-    void aRankKilledWhileSavingLeavesThePreviousCheckpointAndAResumeRestoresItOnEveryRank()
-            throws Exception {
+    /** Fused steps too: the scaler state lives on the device and is read at the epoch's end. */
+    @ParameterizedTest(name = "fused optimizer {0}")
+    @ValueSource(booleans = {false, true})
+    void aRankKilledWhileSavingLeavesThePreviousCheckpointAndAResumeRestoresItOnEveryRank(
+            boolean fused) throws Exception {
+        List<String> jvm =
+                fused ? List.of("-D" + LossScalingOptimizer.FUSED_PROPERTY + "=true") : List.of();
         MpiLauncher.Outcome straight =
                 MpiLauncher.run(
                         CheckpointJob.class,
                         2,
                         120,
-                        List.of(),
+                        jvm,
                         out.toString(),
                         out.resolve("uninterrupted").toString(),
                         "straight");
@@ -267,7 +265,7 @@ class MpiJobTest {
                         CheckpointJob.class,
                         2,
                         120,
-                        List.of(),
+                        jvm,
                         out.toString(),
                         checkpoints.toString(),
                         "save");
@@ -297,7 +295,7 @@ class MpiJobTest {
                         CheckpointJob.class,
                         2,
                         120,
-                        List.of(),
+                        jvm,
                         out.toString(),
                         copy.toString(),
                         "resume-all");
@@ -308,7 +306,7 @@ class MpiJobTest {
                         CheckpointJob.class,
                         2,
                         120,
-                        List.of(),
+                        jvm,
                         out.toString(),
                         checkpoints.toString(),
                         "resume");
