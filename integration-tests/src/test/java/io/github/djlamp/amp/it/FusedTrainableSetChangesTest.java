@@ -10,6 +10,7 @@ import ai.djl.engine.Engine;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Parameter;
 import ai.djl.nn.core.Linear;
@@ -74,12 +75,7 @@ class FusedTrainableSetChangesTest {
                 assertFalse(
                         sameBits(frozenFirst, values(new NDList(firstWeight.getArray()))),
                         "the unfrozen layer trains");
-                // zero moments at its first step: m = (1 - beta1) g, v = (1 - beta2) g^2
-                float[] m = moments.get(0).toFloatArray();
-                float[] v = moments.get(1).toFloatArray();
-                for (int i = 0; i < m.length; i++) {
-                    assertEquals(0.001f * m[i] * m[i] / 0.01f, v[i], 1e-6f + 1e-3f * v[i]);
-                }
+                assertFreshMoments(moments);
 
                 Linear last = mlp.last;
                 Parameter lastWeight = last.getParameters().get("weight");
@@ -93,6 +89,22 @@ class FusedTrainableSetChangesTest {
                 mlp.last.freezeParameters(false);
                 task.trainStep(trainer, 4);
                 assertFalse(sameBits(frozenLast, values(lastState)), "trains again");
+
+                // a replaced head: fresh moments for it, the old head's left as they were
+                List<float[]> oldHead = values(lastState);
+                mlp.block.removeLastBlock();
+                Linear head = Linear.builder().setUnits(ToyTask.CLASSES).build();
+                mlp.block.add(head);
+                head.initialize(
+                        model.getNDManager(), DataType.FLOAT32, new Shape(ToyTask.BATCH, 8));
+                Parameter headWeight = head.getParameters().get("weight");
+                float[] headBefore = headWeight.getArray().toFloatArray();
+                task.trainStep(trainer, 5);
+                assertFalse(
+                        sameBits(List.of(headBefore), values(new NDList(headWeight.getArray()))),
+                        "the new head trains");
+                assertFreshMoments(optimizer.getFusedState(headWeight.getId()));
+                assertSame(oldHead, values(lastState), "the replaced head's state");
             }
         } finally {
             if (before == null) {
@@ -100,6 +112,16 @@ class FusedTrainableSetChangesTest {
             } else {
                 System.setProperty(LossScalingOptimizer.FUSED_PROPERTY, before);
             }
+        }
+    }
+
+    /** Zero moments before a parameter's first step: m = (1 - beta1) g, v = (1 - beta2) g^2. */
+    private static void assertFreshMoments(NDList moments) {
+        assertEquals(2, moments.size(), "Adam's moments");
+        float[] m = moments.get(0).toFloatArray();
+        float[] v = moments.get(1).toFloatArray();
+        for (int i = 0; i < m.length; i++) {
+            assertEquals(0.001f * m[i] * m[i] / 0.01f, v[i], 1e-6f + 1e-3f * v[i]);
         }
     }
 
