@@ -235,7 +235,8 @@ public final class AmpSession implements AutoCloseable {
 
     /**
      * Tells the session its trainer was closed: a window of accumulated gradients that never
-     * reached a step is cleared, and another trainer may now be made from the same configuration.
+     * reached a step is cleared, a scaler state kept on the device is saved into the model's
+     * properties (one host read), and another trainer may now be made from the same configuration.
      *
      * @param closing the trainer being closed
      */
@@ -247,6 +248,13 @@ public final class AmpSession implements AutoCloseable {
             pendingBatches = 0;
             verdict = Verdict.UNCHECKED;
             clearTrainableGradients();
+        }
+        if (scaling.isEnabled() && !scaler.isMirrorFresh()) {
+            // the state lives on the device (fused steps) and was last saved at the last periodic
+            // read: the model, saved after training or given to the next trainer, gets the current
+            trainer.getModel()
+                    .setProperty(
+                            SCALER_STATE_PROPERTY, scaler.state().withOrigin(scaling).toString());
         }
         trainerClosed = true;
     }
@@ -494,7 +502,7 @@ public final class AmpSession implements AutoCloseable {
      * (one read), reports a divergence found there and saves the state into the model's properties.
      * {@code EasyTrain} runs it at each epoch's end; in a custom loop call it before {@code
      * model.save(...)} between the scaler's periodic reads, or the checkpoint carries the state of
-     * the last read. Does nothing when the state is on the host.
+     * the last read (closing the trainer saves it too). Does nothing when the state is on the host.
      *
      * @throws LossScaleCollapsedException when the scale collapsed since the last read
      * @throws AmpException when a fixed scale overflowed on {@value #FIXED_SCALE_OVERFLOW_LIMIT}

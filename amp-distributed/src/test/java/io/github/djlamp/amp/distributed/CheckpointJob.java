@@ -21,9 +21,11 @@ import ai.djl.training.tracker.Tracker;
 import ai.djl.util.Pair;
 import io.github.djlamp.amp.Amp;
 import io.github.djlamp.amp.AmpOptions;
+import io.github.djlamp.amp.scale.LossScaler;
 import io.github.djlamp.amp.scale.LossScaling;
 import io.github.djlamp.amp.scale.ScalerState;
 import io.github.djlamp.amp.train.AmpSession;
+import io.github.djlamp.amp.train.LossScalingOptimizer;
 import java.io.ByteArrayOutputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
@@ -185,8 +187,12 @@ public final class CheckpointJob {
     }
 
     private static void write(Path file, Trainer trainer) throws IOException {
+        LossScaler scaler = AmpSession.of(trainer).getScaler();
+        if (Boolean.getBoolean(LossScalingOptimizer.FUSED_PROPERTY) && !scaler.isStateOnDevice()) {
+            throw new IllegalStateException("fused steps asked for, not taken");
+        }
         StringBuilder text = new StringBuilder();
-        text.append(AmpSession.of(trainer).getScaler().state());
+        text.append(scaler.state());
         for (float[] values : weights(trainer.getModel().getBlock())) {
             text.append('\n');
             for (float value : values) {

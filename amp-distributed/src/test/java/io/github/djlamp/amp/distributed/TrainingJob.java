@@ -31,6 +31,7 @@ import io.github.djlamp.amp.scale.LossScaler;
 import io.github.djlamp.amp.scale.LossScaling;
 import io.github.djlamp.amp.scale.ScalerState;
 import io.github.djlamp.amp.train.AmpSession;
+import io.github.djlamp.amp.train.LossScalingOptimizer;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -249,6 +250,11 @@ public final class TrainingJob {
                 trainer.initialize(new Shape(globalBatch / world.getSize(), FEATURES));
                 EasyTrain.fit(trainer, 1, dataset, null);
                 LossScaler scaler = AmpSession.of(trainer).getScaler();
+                if (Boolean.getBoolean(LossScalingOptimizer.FUSED_PROPERTY)
+                        && scaler.getConfig().isEnabled()
+                        && !scaler.isStateOnDevice()) {
+                    throw new IllegalStateException("fused steps asked for, not taken");
+                }
                 List<float[]> weights = new ArrayList<>();
                 for (Pair<String, Parameter> pair : model.getBlock().getParameters()) {
                     weights.add(pair.getValue().getArray().toFloatArray());

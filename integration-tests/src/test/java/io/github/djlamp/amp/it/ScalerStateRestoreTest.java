@@ -13,6 +13,7 @@ import io.github.djlamp.amp.cast.MixedPrecisionBlock;
 import io.github.djlamp.amp.scale.LossScaler;
 import io.github.djlamp.amp.scale.LossScaling;
 import io.github.djlamp.amp.train.AmpSession;
+import io.github.djlamp.amp.train.LossScalingOptimizer;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -31,6 +32,9 @@ class ScalerStateRestoreTest {
                 NDManager data = trainer.getManager().newSubManager()) {
             trainer.initialize(new Shape(ToyTask.BATCH, ToyTask.FEATURES));
             LossScaler scaler = AmpSession.of(trainer).getScaler();
+            assertEquals(
+                    Boolean.getBoolean(LossScalingOptimizer.FUSED_PROPERTY),
+                    scaler.isStateOnDevice());
             float[] start = {scaler.getScale(), scaler.getSteps()};
             ToyTask task = new ToyTask(data);
             for (int i = 0; i < steps; i++) {
@@ -42,6 +46,26 @@ class ScalerStateRestoreTest {
 
     @Test
     void explicitSettingsWinOverASavedState() {
+        explicitSettingsWinOverASavedState(false);
+    }
+
+    /** Fused steps keep the state on the device: what the trainer saves is still current. */
+    @Test
+    void explicitSettingsWinOverASavedStateWithFusedSteps() {
+        String before = System.getProperty(LossScalingOptimizer.FUSED_PROPERTY);
+        System.setProperty(LossScalingOptimizer.FUSED_PROPERTY, "true");
+        try {
+            explicitSettingsWinOverASavedState(true);
+        } finally {
+            if (before == null) {
+                System.clearProperty(LossScalingOptimizer.FUSED_PROPERTY);
+            } else {
+                System.setProperty(LossScalingOptimizer.FUSED_PROPERTY, before);
+            }
+        }
+    }
+
+    private void explicitSettingsWinOverASavedState(boolean fused) {
         Engine.getInstance().setRandomSeed(2);
         try (Model model = Model.newInstance("restore", "PyTorch")) {
             // fp32 compute keeps it fast; loss scaling runs as under fp16
@@ -53,6 +77,10 @@ class ScalerStateRestoreTest {
             float[] resumed = train(model, block, dynamic, 1);
             assertEquals(INIT, resumed[0], "the same configuration resumes");
             assertEquals(3f, resumed[1], "with the saved counters");
+
+            train(model, block, dynamic, 2);
+            float[] again = train(model, block, dynamic, 0);
+            assertEquals(6f, again[1], "the resumed run's steps saved too");
 
             float[] explicit =
                     train(model, block, LossScaling.dynamicBuilder().initScale(0x1p20f).build(), 1);

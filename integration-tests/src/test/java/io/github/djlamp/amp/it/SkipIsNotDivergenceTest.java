@@ -19,6 +19,7 @@ import io.github.djlamp.amp.scale.LossScaleCollapsedException;
 import io.github.djlamp.amp.scale.LossScaler;
 import io.github.djlamp.amp.scale.LossScaling;
 import io.github.djlamp.amp.train.AmpSession;
+import io.github.djlamp.amp.train.LossScalingOptimizer;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -59,6 +60,29 @@ class SkipIsNotDivergenceTest {
 
     @Test
     void aNanLossInAnEarlyMicroBatchIsNamedAsDivergence() throws Exception {
+        nanLossInAnEarlyMicroBatchIsNamedAsDivergence(false);
+    }
+
+    /**
+     * Fused steps: the scaler state lives on the device and the collapse is found at the next host
+     * read (the epoch's end here), with the same diagnosis and counters that agree.
+     */
+    @Test
+    void aNanLossInAnEarlyMicroBatchIsNamedAsDivergenceWithFusedSteps() throws Exception {
+        String before = System.getProperty(LossScalingOptimizer.FUSED_PROPERTY);
+        System.setProperty(LossScalingOptimizer.FUSED_PROPERTY, "true");
+        try {
+            nanLossInAnEarlyMicroBatchIsNamedAsDivergence(true);
+        } finally {
+            if (before == null) {
+                System.clearProperty(LossScalingOptimizer.FUSED_PROPERTY);
+            } else {
+                System.setProperty(LossScalingOptimizer.FUSED_PROPERTY, before);
+            }
+        }
+    }
+
+    private void nanLossInAnEarlyMicroBatchIsNamedAsDivergence(boolean fused) throws Exception {
         Engine.getInstance().setRandomSeed(7);
         try (Model model = Model.newInstance("accumulated-nan", "PyTorch")) {
             MixedPrecisionBlock block = Amp.wrap(new RealProgramsRig.Mlp().block, "float32");
@@ -92,11 +116,17 @@ class SkipIsNotDivergenceTest {
                 assertTrue(e.isLossNonFinite(), e.getMessage());
                 assertTrue(e.getMessage().contains("check the data"), e.getMessage());
                 LossScaler scaler = AmpSession.of(trainer).getScaler();
+                assertEquals(fused, scaler.isStateOnDevice());
                 assertEquals(
                         scaler.getSteps(),
                         scaler.getSkippedSteps(),
                         "every step was skipped, the collapsing one included, and counted so");
-                assertEquals(5, scaler.getSteps(), "16, 8, 4, 2, 1, then the collapse");
+                if (fused) {
+                    // read at the end of the epoch of the collapse: its other step ran too
+                    assertEquals(6, scaler.getSteps(), "16, 8, 4, 2, 1, the collapse, one more");
+                } else {
+                    assertEquals(5, scaler.getSteps(), "16, 8, 4, 2, 1, then the collapse");
+                }
             }
         }
     }
