@@ -1,10 +1,11 @@
 package io.github.djlamp.amp;
 
 import io.github.djlamp.amp.scale.LossScaling;
+import java.util.Objects;
 
 /**
- * Training options of mixed precision beyond the policy: the loss scaling, and gradient
- * accumulation for {@code EasyTrain}.
+ * Training options of mixed precision beyond the policy: the loss scaling, gradient accumulation
+ * for {@code EasyTrain}, and whether optimizer steps are fused and skipped on the device.
  */
 public final class AmpOptions {
 
@@ -13,6 +14,7 @@ public final class AmpOptions {
     private final LossScaling lossScaling;
     private final int accumulationSteps;
     private final int hostSyncInterval;
+    private final FusedOptimizer fusedOptimizer;
 
     /**
      * The default of {@link Builder#hostSyncInterval(int)}: the device-resident loss scaler state
@@ -24,10 +26,12 @@ public final class AmpOptions {
         lossScaling = builder.lossScaling;
         accumulationSteps = builder.accumulationSteps;
         hostSyncInterval = builder.hostSyncInterval;
+        fusedOptimizer = builder.fusedOptimizer;
     }
 
     /**
-     * Returns the defaults: the precision's own loss scaling, no accumulation.
+     * Returns the defaults: the precision's own loss scaling, no accumulation, fused optimizer
+     * steps on a GPU ({@link FusedOptimizer#AUTO}).
      *
      * @return the default options
      */
@@ -73,12 +77,22 @@ public final class AmpOptions {
         return hostSyncInterval;
     }
 
+    /**
+     * Returns whether optimizer steps are fused and skipped on the device.
+     *
+     * @return the setting, {@link FusedOptimizer#AUTO} by default
+     */
+    public FusedOptimizer getFusedOptimizer() {
+        return fusedOptimizer;
+    }
+
     /** Builds {@link AmpOptions}. */
     public static final class Builder {
 
         private LossScaling lossScaling;
         private int accumulationSteps = 1;
         private int hostSyncInterval = DEFAULT_HOST_SYNC_INTERVAL;
+        private FusedOptimizer fusedOptimizer = FusedOptimizer.AUTO;
 
         private Builder() {}
 
@@ -136,6 +150,21 @@ public final class AmpOptions {
                                 + "; 1 reads the loss scaler state on the host every step");
             }
             hostSyncInterval = steps;
+            return this;
+        }
+
+        /**
+         * Sets whether optimizer steps run as one fused launch that skips overflowed steps on the
+         * device, with no host read per step ({@link FusedOptimizer}).
+         *
+         * @param setting AUTO (fused on a GPU), ON or OFF
+         * @return this builder
+         * @throws NullPointerException when {@code setting} is null
+         */
+        public Builder fusedOptimizer(FusedOptimizer setting) {
+            fusedOptimizer =
+                    Objects.requireNonNull(
+                            setting, "fusedOptimizer: use FusedOptimizer.AUTO, ON or OFF");
             return this;
         }
 

@@ -83,6 +83,7 @@ public final class AmpSession implements AutoCloseable {
     private String policyChoice;
     private NDManager sessionManager;
     private NDArray lossHealth;
+    private LossScalingOptimizer optimizer;
     private boolean fusedOptimizer;
     private boolean scaledThisStep;
     private GradientReducer gradientReducer;
@@ -173,7 +174,17 @@ public final class AmpSession implements AutoCloseable {
         }
         scaling = scalingFor(policy.getComputePrecision());
         scaler = new LossScaler(scaling, backend, manager, device);
-        if (fusedOptimizer && trainer.getDevices().length == 1) {
+        Device[] devices = trainer.getDevices();
+        boolean wantsFused =
+                optimizer != null && options.getFusedOptimizer().wantsFusedSteps(devices);
+        if (wantsFused && devices.length > 1) {
+            logger.info(
+                    "djl-amp keeps the per-parameter optimizer update (one host read per step):"
+                            + " fused steps run on one device, the trainer has {}",
+                    devices.length);
+        }
+        fusedOptimizer = wantsFused && devices.length == 1 && optimizer.planFusedSteps();
+        if (fusedOptimizer) {
             // the optimizer skips on the device: nothing needs the verdict on the host each step
             scaler.keepStateOnDevice(options.getHostSyncInterval());
         }
@@ -605,13 +616,19 @@ public final class AmpSession implements AutoCloseable {
     }
 
     /**
-     * Tells the session whether its optimizer skips overflowed steps on the device (fused steps):
-     * then the loss scaler keeps its state there and the verdict is not read every step.
+     * Gives the session its optimizer, which runs fused steps when the options and the attached
+     * trainer's devices ask for them: then the loss scaler keeps its state on the device and the
+     * verdict is not read every step.
      *
-     * @param fused true for fused optimizer steps
+     * @param optimizer the configuration's optimizer
      */
-    void setFusedOptimizer(boolean fused) {
-        this.fusedOptimizer = fused;
+    void setOptimizer(LossScalingOptimizer optimizer) {
+        this.optimizer = optimizer;
+    }
+
+    /** Whether the attached trainer's optimizer steps are fused and skip on the device. */
+    boolean isFusedOptimizer() {
+        return fusedOptimizer;
     }
 
     /**
@@ -639,12 +656,6 @@ public final class AmpSession implements AutoCloseable {
     AmpBackend getBackend() {
         requireAttached();
         return backend;
-    }
-
-    /** The number of devices the trainer trains on. */
-    int deviceCount() {
-        requireAttached();
-        return trainer.getDevices().length;
     }
 
     /**

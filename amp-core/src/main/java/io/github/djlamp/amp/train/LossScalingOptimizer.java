@@ -15,23 +15,24 @@ import java.util.Objects;
  * add into the next step. Inside a gradient accumulation window nothing happens, so gradients add
  * up. After a real update, the weight's 16-bit casts are dropped.
  *
- * <p>With {@link #FUSED_PROPERTY} set, DJL's Sgd, Adam and AdamW with a fixed learning rate, on one
- * device, run as one fused launch for all parameters that skips on the device ({@link
- * FusedUpdate}); every other optimizer keeps its own per-parameter update.
+ * <p>When the session asks for fused steps ({@link io.github.djlamp.amp.FusedOptimizer}: on a GPU
+ * by default), DJL's Sgd, Adam and AdamW with a fixed learning rate, on one device, run as one
+ * fused launch for all parameters that skips on the device ({@link FusedUpdate}); every other
+ * optimizer keeps its own per-parameter update.
  */
 public final class LossScalingOptimizer extends Optimizer {
 
     private final Optimizer inner;
 
     /**
-     * The system property that turns on fused optimizer steps ({@code
-     * -Ddjlamp.fusedOptimizer=true}, read when the optimizer is wrapped). Off by default for now:
-     * the fused path keeps its own optimizer state, so DJL's optimizer object is no longer updated.
+     * The system property that decides for {@link io.github.djlamp.amp.FusedOptimizer#AUTO} ({@code
+     * -Ddjlamp.fusedOptimizer=on|off|auto}, read when a trainer is attached).
      */
-    public static final String FUSED_PROPERTY = "djlamp.fusedOptimizer";
+    public static final String FUSED_PROPERTY = io.github.djlamp.amp.FusedOptimizer.PROPERTY;
 
     private final AmpSession session;
-    private final FusedUpdate fused;
+    private FusedUpdate fused;
+    private boolean fusedPlanned;
 
     /**
      * Wraps an optimizer.
@@ -47,8 +48,21 @@ public final class LossScalingOptimizer extends Optimizer {
             throw new IllegalArgumentException(
                     "The optimizer is already a LossScalingOptimizer; configure AMP once");
         }
-        this.fused = Boolean.getBoolean(FUSED_PROPERTY) ? FusedUpdate.plan(inner) : null;
-        session.setFusedOptimizer(fused != null);
+        session.setOptimizer(this);
+    }
+
+    /**
+     * Plans the fused steps on the first call (logging why when the inner optimizer has none) and
+     * returns whether they can run. Once planned, the fused path keeps its own optimizer state.
+     *
+     * @return true when the inner optimizer has a fused version
+     */
+    boolean planFusedSteps() {
+        if (!fusedPlanned) {
+            fused = FusedUpdate.plan(inner);
+            fusedPlanned = true;
+        }
+        return fused != null;
     }
 
     /**
@@ -61,12 +75,14 @@ public final class LossScalingOptimizer extends Optimizer {
     }
 
     /**
-     * Returns whether the updates run as one fused, device-skipping launch per step.
+     * Returns whether the updates run as one fused, device-skipping launch per step: decided when a
+     * trainer is attached, from {@link io.github.djlamp.amp.AmpOptions#getFusedOptimizer()}, the
+     * trainer's devices and the inner optimizer.
      *
      * @return true when fused
      */
     public boolean isFused() {
-        return fused != null;
+        return fused != null && session.isFusedOptimizer();
     }
 
     /**
@@ -98,7 +114,7 @@ public final class LossScalingOptimizer extends Optimizer {
         if (session.isAccumulating()) {
             return;
         }
-        if (fused != null && session.deviceCount() == 1) {
+        if (isFused()) {
             session.requireChecked();
             // one launch for every parameter at the step's first call, skipped on the device:
             // the verdict is not read on the host

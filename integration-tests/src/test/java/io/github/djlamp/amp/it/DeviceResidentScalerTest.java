@@ -356,9 +356,9 @@ class DeviceResidentScalerTest {
                                 RealProgramsRig.sgd(0.1f),
                                 block,
                                 AmpOptions.builder().accumulationSteps(3).build());
-                assertTrue(((LossScalingOptimizer) config.getOptimizer()).isFused());
                 try (Trainer trainer = model.newTrainer(config);
                         NDManager data = trainer.getManager().newSubManager()) {
+                    assertTrue(((LossScalingOptimizer) config.getOptimizer()).isFused());
                     trainer.initialize(new Shape(ToyTask.BATCH, ToyTask.FEATURES));
                     EasyTrain.fit(trainer, 1, RealProgramsRig.data(data, 4), null);
                     assertEquals(2, AmpSession.of(trainer).getScaler().getSteps(), policy);
@@ -383,8 +383,8 @@ class DeviceResidentScalerTest {
                             new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss())
                                     .optOptimizer(sgd()),
                             block);
-            assertTrue(((LossScalingOptimizer) config.getOptimizer()).isFused());
             try (Trainer trainer = model.newTrainer(config)) {
+                assertTrue(((LossScalingOptimizer) config.getOptimizer()).isFused());
                 trainer.initialize(new Shape(ToyTask.BATCH, ToyTask.FEATURES));
                 ToyTask task = new ToyTask(data);
                 Loss loss = Loss.softmaxCrossEntropyLoss();
@@ -473,8 +473,8 @@ class DeviceResidentScalerTest {
                                     .hostSyncInterval(interval)
                                     .build());
             optimizer = (LossScalingOptimizer) config.getOptimizer();
-            assertTrue(optimizer.isFused());
             trainer = model.newTrainer(config);
+            assertTrue(optimizer.isFused());
             data = trainer.getManager().newSubManager();
             trainer.initialize(new Shape(ToyTask.BATCH, ToyTask.FEATURES));
             amp = AmpSession.of(trainer);

@@ -111,9 +111,9 @@ class FusedOptimizerTrainingTest {
                                     .optOptimizer(optimizer),
                             block,
                             LossScaling.dynamicBuilder().initScale(1024f).build());
-            assertEquals(fused, ((LossScalingOptimizer) config.getOptimizer()).isFused());
             try (Trainer trainer = model.newTrainer(config);
                     NDManager data = trainer.getManager().newSubManager()) {
+                assertEquals(fused, ((LossScalingOptimizer) config.getOptimizer()).isFused());
                 trainer.initialize(new Shape(ToyTask.BATCH, ToyTask.FEATURES));
                 AmpSession amp = AmpSession.of(trainer);
                 ToyTask task = new ToyTask(data);

@@ -54,9 +54,9 @@ class FusedTrainableSetChangesTest {
                             block,
                             LossScaling.dynamicBuilder().initScale(1024f).build());
             LossScalingOptimizer optimizer = (LossScalingOptimizer) config.getOptimizer();
-            assertTrue(optimizer.isFused());
             try (Trainer trainer = model.newTrainer(config);
                     NDManager data = trainer.getManager().newSubManager()) {
+                assertTrue(optimizer.isFused());
                 trainer.initialize(new Shape(ToyTask.BATCH, ToyTask.FEATURES));
                 ToyTask task = new ToyTask(data);
                 Parameter firstWeight = mlp.first.getParameters().get("weight");

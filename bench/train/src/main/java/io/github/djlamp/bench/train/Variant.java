@@ -3,14 +3,14 @@ package io.github.djlamp.bench.train;
 import ai.djl.nn.Block;
 import ai.djl.training.TrainingConfig;
 import io.github.djlamp.amp.Amp;
+import io.github.djlamp.amp.AmpOptions;
+import io.github.djlamp.amp.FusedOptimizer;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
 import io.github.djlamp.amp.scale.LossScaling;
 import io.github.djlamp.amp.spi.MemoryLayout;
-import io.github.djlamp.amp.train.LossScalingOptimizer;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.function.Supplier;
 
 /** One way of training a network in DJL: plain fp32, or through djl-amp. */
 public enum Variant {
@@ -27,7 +27,7 @@ public enum Variant {
         }
     },
     /** djl-amp, policy mixed_bfloat16, channels-last 16-bit activations (the default). */
-    AMP_BF16("djl-amp-bf16", "djl-amp bf16, channels-last (default)") {
+    AMP_BF16("djl-amp-bf16", "djl-amp bf16, channels-last, per-parameter optimizer update") {
         @Override
         Block wrap(Block block) {
             return new MixedPrecisionBlock(block, PrecisionPolicy.named("mixed_bfloat16"));
@@ -42,7 +42,9 @@ public enum Variant {
         }
     },
     /** djl-amp, policy mixed_float16 (dynamic loss scaling), channels-last 16-bit activations. */
-    AMP_FP16("djl-amp-fp16", "djl-amp fp16 dynamic scaling, channels-last (default)") {
+    AMP_FP16(
+            "djl-amp-fp16",
+            "djl-amp fp16 dynamic scaling, channels-last, per-parameter optimizer update") {
         @Override
         Block wrap(Block block) {
             return new MixedPrecisionBlock(block, PrecisionPolicy.named("mixed_float16"));
@@ -61,7 +63,8 @@ public enum Variant {
      * djl-amp bf16 with PyTorch's fused optimizer kernels: one launch for all parameters instead of
      * DJL's per-parameter update (SGD, Adam and AdamW; others keep DJL's).
      */
-    AMP_BF16_FUSED("djl-amp-bf16-fused", "djl-amp bf16, fused optimizer step") {
+    AMP_BF16_FUSED(
+            "djl-amp-bf16-fused", "djl-amp bf16, fused optimizer step (the default on a GPU)") {
         @Override
         Block wrap(Block block) {
             return new MixedPrecisionBlock(block, PrecisionPolicy.named("mixed_bfloat16"));
@@ -69,7 +72,7 @@ public enum Variant {
 
         @Override
         TrainingConfig configure(TrainingConfig config, Block wrapped) {
-            return withFusedOptimizer(() -> Amp.configure(config, wrapped));
+            return Amp.configure(config, wrapped, options(FusedOptimizer.ON).build());
         }
     },
     /**
@@ -78,7 +81,7 @@ public enum Variant {
      */
     AMP_FP16_FUSED(
             "djl-amp-fp16-fused",
-            "djl-amp fp16 dynamic scaling, fused optimizer step, scaler state on the device") {
+            "djl-amp fp16 dynamic scaling, fused optimizer step, scaler state on the device (the default on a GPU)") {
         @Override
         Block wrap(Block block) {
             return new MixedPrecisionBlock(block, PrecisionPolicy.named("mixed_float16"));
@@ -86,7 +89,7 @@ public enum Variant {
 
         @Override
         TrainingConfig configure(TrainingConfig config, Block wrapped) {
-            return withFusedOptimizer(() -> Amp.configure(config, wrapped));
+            return Amp.configure(config, wrapped, options(FusedOptimizer.ON).build());
         }
     },
     /**
@@ -103,7 +106,10 @@ public enum Variant {
 
         @Override
         TrainingConfig configure(TrainingConfig config, Block wrapped) {
-            return Amp.configure(config, wrapped, LossScaling.dynamic());
+            return Amp.configure(
+                    config,
+                    wrapped,
+                    options(FusedOptimizer.OFF).lossScaling(LossScaling.dynamic()).build());
         }
     };
 
@@ -136,26 +142,17 @@ public enum Variant {
     /** Returns the block to set on the model. */
     abstract Block wrap(Block block);
 
-    /** Returns the configuration to create the trainer from. */
+    /**
+     * Returns the configuration to create the trainer from: DJL's per-parameter optimizer update
+     * unless the variant says fused, so that each variant measures one thing on every device (the
+     * default would fuse on a GPU).
+     */
     TrainingConfig configure(TrainingConfig config, Block wrapped) {
-        return Amp.configure(config, wrapped);
+        return Amp.configure(config, wrapped, options(FusedOptimizer.OFF).build());
     }
 
-    /**
-     * The fused optimizer switch is read when Amp.configure wraps the optimizer: set it just then.
-     */
-    private static TrainingConfig withFusedOptimizer(Supplier<TrainingConfig> configure) {
-        String before = System.getProperty(LossScalingOptimizer.FUSED_PROPERTY);
-        System.setProperty(LossScalingOptimizer.FUSED_PROPERTY, "true");
-        try {
-            return configure.get();
-        } finally {
-            if (before == null) {
-                System.clearProperty(LossScalingOptimizer.FUSED_PROPERTY);
-            } else {
-                System.setProperty(LossScalingOptimizer.FUSED_PROPERTY, before);
-            }
-        }
+    private static AmpOptions.Builder options(FusedOptimizer fused) {
+        return AmpOptions.builder().fusedOptimizer(fused);
     }
 
     /**

@@ -1,0 +1,84 @@
+package io.github.djlamp.amp;
+
+import ai.djl.Device;
+import java.util.Locale;
+
+/**
+ * Whether the optimizer step runs as one fused launch over every parameter that skips an overflowed
+ * step on the device, as PyTorch's {@code fused=True} optimizers do beside GradScaler, or as DJL's
+ * own update, one native call per parameter after a host read of the step's overflow flag. Set with
+ * {@link AmpOptions.Builder#fusedOptimizer(FusedOptimizer)}.
+ *
+ * <p>Fused steps cover DJL's Sgd, Adam and AdamW; any other optimizer keeps DJL's update whatever
+ * this says (the reason is logged). With fused steps the loss scaler's state stays on the device
+ * and is read on the host every {@link AmpOptions#getHostSyncInterval()} steps, so divergence and
+ * the scaler's Metrics come at those reads, and a model saved in the middle of an epoch by a custom
+ * loop carries the state of the last read unless the loop calls {@code AmpSession.syncToHost()}
+ * first.
+ */
+public enum FusedOptimizer {
+
+    /**
+     * Fused when the trainer trains on one GPU, where a host read per step stalls the device (11-16
+     * ms a step measured on an H100); DJL's own update on the CPU, where the read costs nothing and
+     * every step's verdict is on the host. The system property {@value #PROPERTY} ({@code on},
+     * {@code off}, {@code auto}; {@code true} and {@code false} also work) decides in its place
+     * when set.
+     */
+    AUTO,
+
+    /** Fused whenever the optimizer has a fused version and the trainer has one device. */
+    ON,
+
+    /** Never fused: DJL's own per-parameter update, with one host read of the verdict per step. */
+    OFF;
+
+    /** The system property that decides for {@link #AUTO} when set. */
+    public static final String PROPERTY = "djlamp.fusedOptimizer";
+
+    /**
+     * Returns whether steps should be fused for a trainer on {@code devices}, when the optimizer
+     * allows it.
+     *
+     * @param devices the trainer's devices
+     * @return true to fuse
+     * @throws IllegalArgumentException when {@link #PROPERTY} holds something other than on, off,
+     *     auto, true or false
+     */
+    public boolean wantsFusedSteps(Device[] devices) {
+        FusedOptimizer mode = this == AUTO ? fromProperty() : this;
+        switch (mode) {
+            case ON:
+                return true;
+            case OFF:
+                return false;
+            default:
+                return devices.length == 1 && devices[0].isGpu();
+        }
+    }
+
+    private static FusedOptimizer fromProperty() {
+        String value = System.getProperty(PROPERTY);
+        if (value == null) {
+            return AUTO;
+        }
+        switch (value.trim().toLowerCase(Locale.ROOT)) {
+            case "on":
+            case "true":
+                return ON;
+            case "off":
+            case "false":
+                return OFF;
+            case "auto":
+                return AUTO;
+            default:
+                throw new IllegalArgumentException(
+                        "-D"
+                                + PROPERTY
+                                + "="
+                                + value
+                                + " is not a setting: use on, off or auto (true and false also"
+                                + " work), or leave it unset for auto");
+        }
+    }
+}
