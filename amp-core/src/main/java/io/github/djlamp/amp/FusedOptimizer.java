@@ -11,10 +11,8 @@ import java.util.Locale;
  *
  * <p>Fused steps cover DJL's Sgd, Adam and AdamW; any other optimizer keeps DJL's update whatever
  * this says (the reason is logged). With fused steps the loss scaler's state stays on the device
- * and is read on the host every {@link AmpOptions#getHostSyncInterval()} steps, so divergence and
- * the scaler's Metrics come at those reads, and a model saved in the middle of an epoch by a custom
- * loop carries the state of the last read unless the loop calls {@code AmpSession.syncToHost()}
- * first.
+ * and is read on the host every {@link AmpOptions#getHostSyncInterval()} steps (and when the model
+ * is saved), so divergence and the scaler's Metrics come at those reads.
  */
 public enum FusedOptimizer {
 

@@ -60,6 +60,7 @@ public final class MixedPrecisionBlock implements Block {
     private volatile BufferSnapshot bufferSnapshot;
     private volatile boolean mastersChecked;
     private volatile int treeVersion;
+    private volatile Runnable beforeSave;
 
     /**
      * Wraps a block.
@@ -388,9 +389,30 @@ public final class MixedPrecisionBlock implements Block {
         original.clear();
     }
 
-    /** {@inheritDoc} */
+    /**
+     * Sets what runs when {@code Model.save} starts writing this block: djl-amp's trainer glue
+     * writes the current loss scaler state into the model's properties there, so that a save made
+     * between the scaler's periodic host reads carries the current state.
+     *
+     * @param action what to run, or null for nothing
+     */
+    public void setBeforeSave(Runnable action) {
+        beforeSave = action;
+    }
+
+    /**
+     * {@inheritDoc}
+     *
+     * <p>Also runs the {@link #setBeforeSave before-save action}: DJL 0.35.1's {@code
+     * BaseModel.save} asks the block for its inputs just before it writes the model's properties,
+     * and nothing else in training asks.
+     */
     @Override
     public PairList<String, Shape> describeInput() {
+        Runnable action = beforeSave;
+        if (action != null) {
+            action.run();
+        }
         return original.describeInput();
     }
 

@@ -198,6 +198,21 @@ public final class AmpSession implements AutoCloseable {
             sessionManager = null;
         }
         restoreSavedState(trainer.getModel());
+        block.setBeforeSave(this::saveCurrentState);
+    }
+
+    /**
+     * Puts the current scaler state into the model's properties as {@code Model.save} begins (one
+     * host read when the state lives on the device and was not read since the last step), so that a
+     * checkpoint written between the periodic reads is current. Divergence is still reported at the
+     * reads, not here.
+     */
+    private void saveCurrentState() {
+        if (trainerClosed || !scaling.isEnabled() || scaler.isMirrorFresh()) {
+            return; // the host path writes the state after every step
+        }
+        trainer.getModel()
+                .setProperty(SCALER_STATE_PROPERTY, scaler.state().withOrigin(scaling).toString());
     }
 
     private void restoreSavedState(Model model) {
@@ -511,9 +526,8 @@ public final class AmpSession implements AutoCloseable {
     /**
      * With the loss scaler state on the device (fused optimizer steps): reads it on the host now
      * (one read), reports a divergence found there and saves the state into the model's properties.
-     * {@code EasyTrain} runs it at each epoch's end; in a custom loop call it before {@code
-     * model.save(...)} between the scaler's periodic reads, or the checkpoint carries the state of
-     * the last read (closing the trainer saves it too). Does nothing when the state is on the host.
+     * {@code EasyTrain} runs it at each epoch's end; {@code model.save(...)} and closing the
+     * trainer save the current state without it. Does nothing when the state is on the host.
      *
      * @throws LossScaleCollapsedException when the scale collapsed since the last read
      * @throws AmpException when a fixed scale overflowed on {@value #FIXED_SCALE_OVERFLOW_LIMIT}

@@ -45,12 +45,14 @@ import io.github.djlamp.amp.train.AmpSession;
 import io.github.djlamp.amp.train.AmpTrainingConfig;
 import io.github.djlamp.amp.train.AmpTrainingListener;
 import io.github.djlamp.amp.train.LossScalingOptimizer;
+import java.nio.file.Path;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.function.IntPredicate;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * With fused optimizer steps the loss scaler's state lives on the device, as in PyTorch: a training
@@ -193,6 +195,39 @@ class DeviceResidentScalerTest {
             assertEquals(7, saved.getSteps());
             assertEquals(1, saved.getSkippedSteps());
             assertEquals(INIT_SCALE * 0.5f, saved.getScale());
+        }
+    }
+
+    /**
+     * A custom loop that saves between reads, without syncToHost, still saves the current state.
+     */
+    @Test
+    void modelSaveBetweenReadsWritesTheCurrentState(@TempDir Path dir) throws Exception {
+        ScalerState current;
+        try (Rig rig = new Rig(sgd(), LossScaling.dynamicBuilder().initScale(INIT_SCALE), 5)) {
+            for (int i = 0; i < 7; i++) {
+                rig.step(i, s -> s == 6);
+            }
+            assertEquals(
+                    5,
+                    ScalerState.parse(rig.model.getProperty(AmpSession.SCALER_STATE_PROPERTY))
+                            .getSteps(),
+                    "before the save: the last read's state");
+            long before = hostReads();
+            rig.model.save(dir, "device-state");
+            assertEquals(1, hostReads() - before, "one read as the model is saved");
+            current = rig.scaler.state();
+            assertEquals(7, current.getSteps());
+            assertEquals(1, current.getSkippedSteps());
+            assertEquals(INIT_SCALE * 0.5f, current.getScale());
+        }
+        try (Model loaded = Model.newInstance("device-state", "PyTorch")) {
+            loaded.setBlock(Amp.wrap(model(), "mixed_float16"));
+            loaded.load(dir, "device-state");
+            String saved = loaded.getProperty(AmpSession.SCALER_STATE_PROPERTY);
+            assertTrue(
+                    saved.startsWith(current + ";mode=DYNAMIC;"),
+                    "the file holds the state at the save: " + saved);
         }
     }
 
