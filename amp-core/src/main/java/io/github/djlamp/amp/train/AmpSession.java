@@ -208,9 +208,10 @@ public final class AmpSession implements AutoCloseable {
      * reads, not here.
      */
     private void saveCurrentState() {
-        if (trainerClosed || !scaling.isEnabled() || scaler.isMirrorFresh()) {
+        if (trainerClosed || !scaling.isEnabled() || !scaler.isStateOnDevice()) {
             return; // the host path writes the state after every step
         }
+        // no read when a getter refreshed the mirror since the last step, but nothing wrote it
         trainer.getModel()
                 .setProperty(SCALER_STATE_PROPERTY, scaler.state().withOrigin(scaling).toString());
     }

@@ -11,9 +11,10 @@ import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.training.Trainer;
 import io.github.djlamp.amp.Amp;
+import io.github.djlamp.amp.AmpOptions;
+import io.github.djlamp.amp.FusedOptimizer;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
 import io.github.djlamp.amp.train.AmpSession;
-import io.github.djlamp.amp.train.LossScalingOptimizer;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -25,32 +26,26 @@ class FreezeMidTrainingTest {
 
     @Test
     void unfreezingAndFreezingLayersMidTrainingUnderFp16() {
-        unfreezeThenFreeze();
+        unfreezeThenFreeze(FusedOptimizer.OFF);
     }
 
     @Test
     void unfreezingAndFreezingLayersMidTrainingWithFusedOptimizerSteps() {
-        String before = System.getProperty(LossScalingOptimizer.FUSED_PROPERTY);
-        System.setProperty(LossScalingOptimizer.FUSED_PROPERTY, "true");
-        try {
-            unfreezeThenFreeze();
-        } finally {
-            if (before == null) {
-                System.clearProperty(LossScalingOptimizer.FUSED_PROPERTY);
-            } else {
-                System.setProperty(LossScalingOptimizer.FUSED_PROPERTY, before);
-            }
-        }
+        unfreezeThenFreeze(FusedOptimizer.ON);
     }
 
-    private static void unfreezeThenFreeze() {
+    private static void unfreezeThenFreeze(FusedOptimizer fused) {
         Engine.getInstance().setRandomSeed(11);
         RealProgramsRig.Mlp mlp = new RealProgramsRig.Mlp();
         try (Model model = Model.newInstance("freeze", "PyTorch")) {
             MixedPrecisionBlock block = Amp.wrap(mlp.block, "mixed_float16");
             model.setBlock(block);
             try (Trainer trainer =
-                            model.newTrainer(Amp.configure(RealProgramsRig.sgd(0.1f), block));
+                            model.newTrainer(
+                                    Amp.configure(
+                                            RealProgramsRig.sgd(0.1f),
+                                            block,
+                                            AmpOptions.builder().fusedOptimizer(fused).build()));
                     NDManager data = trainer.getManager().newSubManager()) {
                 trainer.initialize(new Shape(ToyTask.BATCH, ToyTask.FEATURES));
                 ToyTask task = new ToyTask(data);
@@ -81,7 +76,7 @@ class FreezeMidTrainingTest {
                 AmpSession amp = AmpSession.of(trainer);
                 assertEquals(0, amp.getScaler().getSkippedSteps());
                 assertEquals(
-                        Boolean.getBoolean(LossScalingOptimizer.FUSED_PROPERTY),
+                        fused == FusedOptimizer.ON,
                         amp.getScaler().isStateOnDevice(),
                         "the path under test");
             }

@@ -18,6 +18,7 @@ import ai.djl.training.loss.Loss;
 import ai.djl.training.optimizer.Optimizer;
 import ai.djl.training.tracker.Tracker;
 import io.github.djlamp.amp.Amp;
+import io.github.djlamp.amp.AmpOptions;
 import io.github.djlamp.amp.train.AmpTrainingListener;
 import java.util.List;
 import org.junit.jupiter.api.Test;
@@ -35,7 +36,10 @@ class MetricsReportTest {
                                     Optimizer.sgd()
                                             .setLearningRateTracker(Tracker.fixed(0.01f))
                                             .build());
-            try (Trainer trainer = model.newTrainer(Amp.configure(config, model.getBlock()))) {
+            // fused steps (the GPU default) publish at the scaler's host reads: every step here
+            AmpOptions perStep = AmpOptions.builder().hostSyncInterval(1).build();
+            try (Trainer trainer =
+                    model.newTrainer(Amp.configure(config, model.getBlock(), perStep))) {
                 trainer.setMetrics(new Metrics());
                 trainer.initialize(new Shape(2, 3));
                 float[] poison = {1f, Float.NaN, 1f, Float.NaN, 1f};

@@ -30,6 +30,8 @@ import ai.djl.training.optimizer.Optimizer;
 import ai.djl.training.tracker.Tracker;
 import ai.djl.util.Pair;
 import io.github.djlamp.amp.Amp;
+import io.github.djlamp.amp.AmpOptions;
+import io.github.djlamp.amp.FusedOptimizer;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
 import io.github.djlamp.amp.scale.LossScaler;
 import io.github.djlamp.amp.scale.LossScaling;
@@ -55,6 +57,17 @@ class OverflowSkipTest {
     private static final int BAD_STEP = 3;
     private static final float INIT_SCALE = 1024f;
 
+    /**
+     * DJL's own Adam updates, whose moments and update counts this test reads from DJL's optimizer
+     * (fused steps, the GPU default, keep their own: FusedOptimizerTrainingTest).
+     */
+    private static AmpOptions djlsOwnAdam() {
+        return AmpOptions.builder()
+                .lossScaling(LossScaling.dynamicBuilder().initScale(INIT_SCALE).build())
+                .fusedOptimizer(FusedOptimizer.OFF)
+                .build();
+    }
+
     @ParameterizedTest(name = "gradient element = {0}")
     @ValueSource(floats = {Float.POSITIVE_INFINITY, Float.NEGATIVE_INFINITY, Float.NaN})
     void oneNonFiniteGradientElementSkipsTheStepInACustomLoop(float bad) {
@@ -68,7 +81,7 @@ class OverflowSkipTest {
                             new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss())
                                     .optOptimizer(adam),
                             block,
-                            LossScaling.dynamicBuilder().initScale(INIT_SCALE).build());
+                            djlsOwnAdam());
             Optimizer inner = ((LossScalingOptimizer) config.getOptimizer()).getInner();
             assertSame(adam, inner);
             try (Trainer trainer = model.newTrainer(config);

@@ -9,11 +9,12 @@ import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.training.Trainer;
 import io.github.djlamp.amp.Amp;
+import io.github.djlamp.amp.AmpOptions;
+import io.github.djlamp.amp.FusedOptimizer;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
 import io.github.djlamp.amp.scale.LossScaler;
 import io.github.djlamp.amp.scale.LossScaling;
 import io.github.djlamp.amp.train.AmpSession;
-import io.github.djlamp.amp.train.LossScalingOptimizer;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -25,16 +26,30 @@ class ScalerStateRestoreTest {
 
     private static final float INIT = 1024f;
 
-    /** Trains {@code steps} steps and returns the scaler's scale and steps when it starts. */
+    /** Trains {@code steps} steps with the default optimizer path; see the next. */
     private static float[] train(Model model, MixedPrecisionBlock block, LossScaling s, int steps) {
+        return train(model, block, s, steps, FusedOptimizer.AUTO);
+    }
+
+    /** Trains {@code steps} steps and returns the scaler's scale and steps when it starts. */
+    private static float[] train(
+            Model model,
+            MixedPrecisionBlock block,
+            LossScaling s,
+            int steps,
+            FusedOptimizer fused) {
+        AmpOptions options = AmpOptions.builder().lossScaling(s).fusedOptimizer(fused).build();
         try (Trainer trainer =
-                        model.newTrainer(Amp.configure(RealProgramsRig.sgd(0.1f), block, s));
+                        model.newTrainer(Amp.configure(RealProgramsRig.sgd(0.1f), block, options));
                 NDManager data = trainer.getManager().newSubManager()) {
             trainer.initialize(new Shape(ToyTask.BATCH, ToyTask.FEATURES));
             LossScaler scaler = AmpSession.of(trainer).getScaler();
-            assertEquals(
-                    Boolean.getBoolean(LossScalingOptimizer.FUSED_PROPERTY),
-                    scaler.isStateOnDevice());
+            if (fused != FusedOptimizer.AUTO) {
+                assertEquals(
+                        fused == FusedOptimizer.ON && scaler.getConfig().isEnabled(),
+                        scaler.isStateOnDevice(),
+                        "the path under test");
+            }
             float[] start = {scaler.getScale(), scaler.getSteps()};
             ToyTask task = new ToyTask(data);
             for (int i = 0; i < steps; i++) {
@@ -46,47 +61,42 @@ class ScalerStateRestoreTest {
 
     @Test
     void explicitSettingsWinOverASavedState() {
-        explicitSettingsWinOverASavedState(false);
+        explicitSettingsWinOverASavedState(FusedOptimizer.OFF);
     }
 
     /** Fused steps keep the state on the device: what the trainer saves is still current. */
     @Test
     void explicitSettingsWinOverASavedStateWithFusedSteps() {
-        String before = System.getProperty(LossScalingOptimizer.FUSED_PROPERTY);
-        System.setProperty(LossScalingOptimizer.FUSED_PROPERTY, "true");
-        try {
-            explicitSettingsWinOverASavedState(true);
-        } finally {
-            if (before == null) {
-                System.clearProperty(LossScalingOptimizer.FUSED_PROPERTY);
-            } else {
-                System.setProperty(LossScalingOptimizer.FUSED_PROPERTY, before);
-            }
-        }
+        explicitSettingsWinOverASavedState(FusedOptimizer.ON);
     }
 
-    private void explicitSettingsWinOverASavedState(boolean fused) {
+    private void explicitSettingsWinOverASavedState(FusedOptimizer fused) {
         Engine.getInstance().setRandomSeed(2);
         try (Model model = Model.newInstance("restore", "PyTorch")) {
             // fp32 compute keeps it fast; loss scaling runs as under fp16
             MixedPrecisionBlock block = Amp.wrap(new RealProgramsRig.Mlp().block, "float32");
             model.setBlock(block);
             LossScaling dynamic = LossScaling.dynamicBuilder().initScale(INIT).build();
-            train(model, block, dynamic, 3);
+            train(model, block, dynamic, 3, fused);
 
-            float[] resumed = train(model, block, dynamic, 1);
+            float[] resumed = train(model, block, dynamic, 1, fused);
             assertEquals(INIT, resumed[0], "the same configuration resumes");
             assertEquals(3f, resumed[1], "with the saved counters");
 
-            train(model, block, dynamic, 2);
-            float[] again = train(model, block, dynamic, 0);
+            train(model, block, dynamic, 2, fused);
+            float[] again = train(model, block, dynamic, 0, fused);
             assertEquals(6f, again[1], "the resumed run's steps saved too");
 
             float[] explicit =
-                    train(model, block, LossScaling.dynamicBuilder().initScale(0x1p20f).build(), 1);
+                    train(
+                            model,
+                            block,
+                            LossScaling.dynamicBuilder().initScale(0x1p20f).build(),
+                            1,
+                            fused);
             assertEquals(0x1p20f, explicit[0], "an explicit initScale wins");
 
-            float[] fixed = train(model, block, LossScaling.fixed(8f), 1);
+            float[] fixed = train(model, block, LossScaling.fixed(8f), 1, fused);
             assertEquals(8f, fixed[0], "fixed(8) means 8, whatever was saved");
             assertEquals(0f, fixed[1]);
         }

@@ -14,12 +14,12 @@ import ai.djl.training.evaluator.Accuracy;
 import ai.djl.training.listener.TrainingListener;
 import io.github.djlamp.amp.Amp;
 import io.github.djlamp.amp.AmpOptions;
+import io.github.djlamp.amp.FusedOptimizer;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
 import io.github.djlamp.amp.scale.LossScaleCollapsedException;
 import io.github.djlamp.amp.scale.LossScaler;
 import io.github.djlamp.amp.scale.LossScaling;
 import io.github.djlamp.amp.train.AmpSession;
-import io.github.djlamp.amp.train.LossScalingOptimizer;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -69,17 +69,7 @@ class SkipIsNotDivergenceTest {
      */
     @Test
     void aNanLossInAnEarlyMicroBatchIsNamedAsDivergenceWithFusedSteps() throws Exception {
-        String before = System.getProperty(LossScalingOptimizer.FUSED_PROPERTY);
-        System.setProperty(LossScalingOptimizer.FUSED_PROPERTY, "true");
-        try {
-            nanLossInAnEarlyMicroBatchIsNamedAsDivergence(true);
-        } finally {
-            if (before == null) {
-                System.clearProperty(LossScalingOptimizer.FUSED_PROPERTY);
-            } else {
-                System.setProperty(LossScalingOptimizer.FUSED_PROPERTY, before);
-            }
-        }
+        nanLossInAnEarlyMicroBatchIsNamedAsDivergence(true);
     }
 
     private void nanLossInAnEarlyMicroBatchIsNamedAsDivergence(boolean fused) throws Exception {
@@ -91,6 +81,7 @@ class SkipIsNotDivergenceTest {
                     AmpOptions.builder()
                             .lossScaling(LossScaling.dynamicBuilder().initScale(16f).build())
                             .accumulationSteps(2)
+                            .fusedOptimizer(fused ? FusedOptimizer.ON : FusedOptimizer.OFF)
                             .build();
             try (Trainer trainer =
                             model.newTrainer(

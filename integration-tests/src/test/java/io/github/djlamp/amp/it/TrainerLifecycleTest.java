@@ -92,7 +92,11 @@ class TrainerLifecycleTest {
                                     Amp.configure(
                                             RealProgramsRig.sgd(0.1f),
                                             block,
-                                            LossScaling.fixed(0x1p40f)));
+                                            // fused steps (the GPU default) stop at a host read
+                                            AmpOptions.builder()
+                                                    .lossScaling(LossScaling.fixed(0x1p40f))
+                                                    .hostSyncInterval(1)
+                                                    .build()));
                     NDManager data = trainer.getManager().newSubManager()) {
                 trainer.initialize(new Shape(ToyTask.BATCH, ToyTask.FEATURES));
                 ToyTask task = new ToyTask(data);

@@ -20,6 +20,7 @@ import ai.djl.training.loss.Loss;
 import ai.djl.training.optimizer.Optimizer;
 import ai.djl.training.tracker.Tracker;
 import io.github.djlamp.amp.Amp;
+import io.github.djlamp.amp.AmpOptions;
 import io.github.djlamp.amp.scale.LossScaleCollapsedException;
 import io.github.djlamp.amp.scale.LossScaling;
 import io.github.djlamp.amp.train.AmpSession;
@@ -90,7 +91,15 @@ class DivergenceTest {
         LossScaling scaling = LossScaling.dynamicBuilder().minScale(1f).build();
         try (Model model = model("mixed_float16");
                 Trainer trainer =
-                        model.newTrainer(Amp.configure(config(), model.getBlock(), scaling))) {
+                        model.newTrainer(
+                                Amp.configure(
+                                        config(),
+                                        model.getBlock(),
+                                        // fused steps (the GPU default) find it at a host read
+                                        AmpOptions.builder()
+                                                .lossScaling(scaling)
+                                                .hostSyncInterval(1)
+                                                .build()))) {
             trainer.initialize(new Shape(4, 3));
             int steps = 0;
             LossScaleCollapsedException e = null;
