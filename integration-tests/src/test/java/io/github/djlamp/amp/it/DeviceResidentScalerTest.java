@@ -34,6 +34,7 @@ import ai.djl.util.Pair;
 import io.github.djlamp.amp.Amp;
 import io.github.djlamp.amp.AmpException;
 import io.github.djlamp.amp.AmpOptions;
+import io.github.djlamp.amp.FusedOptimizer;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
 import io.github.djlamp.amp.pytorch.PtAmpBackend;
 import io.github.djlamp.amp.scale.LossScaleCollapsedException;
@@ -49,8 +50,6 @@ import java.nio.file.Path;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.function.IntPredicate;
-import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -63,23 +62,6 @@ import org.junit.jupiter.api.io.TempDir;
 class DeviceResidentScalerTest {
 
     private static final float INIT_SCALE = 1024f;
-
-    private String fusedBefore;
-
-    @BeforeEach
-    void fused() {
-        fusedBefore = System.getProperty(LossScalingOptimizer.FUSED_PROPERTY);
-        System.setProperty(LossScalingOptimizer.FUSED_PROPERTY, "true");
-    }
-
-    @AfterEach
-    void restore() {
-        if (fusedBefore == null) {
-            System.clearProperty(LossScalingOptimizer.FUSED_PROPERTY);
-        } else {
-            System.setProperty(LossScalingOptimizer.FUSED_PROPERTY, fusedBefore);
-        }
-    }
 
     @Test
     void aStepMakesNoHostReadBetweenTheIntervalReads() {
@@ -280,8 +262,7 @@ class DeviceResidentScalerTest {
                             new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss())
                                     .optOptimizer(adam()),
                             block,
-                            AmpOptions.builder()
-                                    .lossScaling(
+                            fused().lossScaling(
                                             LossScaling.dynamicBuilder()
                                                     .initScale(INIT_SCALE)
                                                     .build())
@@ -326,8 +307,7 @@ class DeviceResidentScalerTest {
                                     .optOptimizer(adam())
                                     .addTrainingListeners(TrainingListener.Defaults.basic()),
                             block,
-                            AmpOptions.builder()
-                                    .lossScaling(
+                            fused().lossScaling(
                                             LossScaling.dynamicBuilder()
                                                     .initScale(INIT_SCALE)
                                                     .build())
@@ -390,7 +370,7 @@ class DeviceResidentScalerTest {
                         Amp.configure(
                                 RealProgramsRig.sgd(0.1f),
                                 block,
-                                AmpOptions.builder().accumulationSteps(3).build());
+                                fused().accumulationSteps(3).build());
                 try (Trainer trainer = model.newTrainer(config);
                         NDManager data = trainer.getManager().newSubManager()) {
                     assertTrue(((LossScalingOptimizer) config.getOptimizer()).isFused());
@@ -417,7 +397,8 @@ class DeviceResidentScalerTest {
                     Amp.configure(
                             new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss())
                                     .optOptimizer(sgd()),
-                            block);
+                            block,
+                            fused().build());
             try (Trainer trainer = model.newTrainer(config)) {
                 assertTrue(((LossScalingOptimizer) config.getOptimizer()).isFused());
                 trainer.initialize(new Shape(ToyTask.BATCH, ToyTask.FEATURES));
@@ -455,6 +436,11 @@ class DeviceResidentScalerTest {
                 .setLearningRateTracker(Tracker.fixed(0.05f))
                 .optMomentum(0.9f)
                 .build();
+    }
+
+    /** Options with fused optimizer steps, which keep the scaler state on the device. */
+    private static AmpOptions.Builder fused() {
+        return AmpOptions.builder().fusedOptimizer(FusedOptimizer.ON);
     }
 
     private static long hostReads() {
@@ -503,10 +489,7 @@ class DeviceResidentScalerTest {
                             new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss())
                                     .optOptimizer(inner),
                             block,
-                            AmpOptions.builder()
-                                    .lossScaling(scaling)
-                                    .hostSyncInterval(interval)
-                                    .build());
+                            fused().lossScaling(scaling).hostSyncInterval(interval).build());
             optimizer = (LossScalingOptimizer) config.getOptimizer();
             trainer = model.newTrainer(config);
             assertTrue(optimizer.isFused());

@@ -20,6 +20,8 @@ import ai.djl.training.loss.Loss;
 import ai.djl.training.optimizer.Optimizer;
 import ai.djl.training.tracker.Tracker;
 import io.github.djlamp.amp.Amp;
+import io.github.djlamp.amp.AmpOptions;
+import io.github.djlamp.amp.FusedOptimizer;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
 import io.github.djlamp.amp.scale.LossScaling;
 import io.github.djlamp.amp.train.AmpTrainingConfig;
@@ -38,8 +40,6 @@ class FusedTrainableSetChangesTest {
     @Test
     void fusedAdamStateFollowsFreezingAndUnfreezing() {
         Engine.getInstance().setRandomSeed(11);
-        String before = System.getProperty(LossScalingOptimizer.FUSED_PROPERTY);
-        System.setProperty(LossScalingOptimizer.FUSED_PROPERTY, "true");
         RealProgramsRig.Mlp mlp = new RealProgramsRig.Mlp();
         try (Model model = Model.newInstance("fused-freeze", "PyTorch")) {
             MixedPrecisionBlock block = Amp.wrap(mlp.block, "mixed_float16");
@@ -52,7 +52,11 @@ class FusedTrainableSetChangesTest {
                                                     .optLearningRateTracker(Tracker.fixed(0.01f))
                                                     .build()),
                             block,
-                            LossScaling.dynamicBuilder().initScale(1024f).build());
+                            AmpOptions.builder()
+                                    .lossScaling(
+                                            LossScaling.dynamicBuilder().initScale(1024f).build())
+                                    .fusedOptimizer(FusedOptimizer.ON)
+                                    .build());
             LossScalingOptimizer optimizer = (LossScalingOptimizer) config.getOptimizer();
             try (Trainer trainer = model.newTrainer(config);
                     NDManager data = trainer.getManager().newSubManager()) {
@@ -105,12 +109,6 @@ class FusedTrainableSetChangesTest {
                         "the new head trains");
                 assertFreshMoments(optimizer.getFusedState(headWeight.getId()));
                 assertSame(oldHead, values(lastState), "the replaced head's state");
-            }
-        } finally {
-            if (before == null) {
-                System.clearProperty(LossScalingOptimizer.FUSED_PROPERTY);
-            } else {
-                System.setProperty(LossScalingOptimizer.FUSED_PROPERTY, before);
             }
         }
     }
