@@ -75,16 +75,18 @@ public final class AmpTrainingListener extends TrainingListenerAdapter {
             return;
         }
         logger.info(
-                "djl-amp: policy {}, loss scaling {}, scale {}, {}",
+                "djl-amp: policy {}, loss scaling {}, scale {}, {}; {}",
                 session.getPolicyChoice(),
                 scaler.getConfig(),
                 scaler.getScale(),
                 !scaler.getConfig().isEnabled()
                         ? "no overflow check (nothing to read per step)"
                         : scaler.isStateOnDevice()
-                                ? "scaler state on the device (fused optimizer step, no host"
-                                        + " read per step)"
-                                : "overflow verdict read on the host each step");
+                                ? "scaler state on the device (no host read per step)"
+                                : "overflow verdict read on the host each step",
+                session.isFusedOptimizer()
+                        ? "fused optimizer step (one launch for all parameters)"
+                        : "the optimizer's own per-parameter update");
         startEpoch();
     }
 
