@@ -98,40 +98,49 @@ public interface AmpBackend {
 
     /**
      * One fused SGD step over every parameter, skipped on the device when {@code foundInf} is
-     * non-zero (PyTorch's {@code _fused_sgd_}; no host read). DJL's semantics: {@code g' = g + wd
-     * w}; without momentum {@code w -= lr g'}; with momentum {@code b = momentum b + g'}, {@code w
-     * -= lr b} (for a constant learning rate the weights follow DJL's {@code Sgd} exactly; its
-     * momentum state is this one times lr). Every gradient is zeroed afterwards, skipped or not.
+     * non-zero (PyTorch's {@code _fused_sgd_}; no host read). DJL's semantics: the gradient is
+     * adjusted ({@link GradientAdjustment}), then {@code d = lr (g + wd w)}; without momentum
+     * {@code w -= d}; with momentum {@code b = momentum b + d}, {@code w -= b}. For a constant
+     * learning rate the buffer holds {@code b / lr} instead, which is the same update. {@code
+     * appliedSteps} advances only when the step is not skipped. Every gradient is zeroed
+     * afterwards, skipped or not.
      *
      * @param weights the parameters, updated in place
      * @param gradients their gradients, zeroed
      * @param momentumBuffers one zero-initialised buffer per weight; empty when momentum is 0
-     * @param learningRate the learning rate
+     * @param learningRate the learning rate, constant or per applied step
      * @param weightDecay the L2 weight decay
      * @param momentum the momentum, 0 for none
+     * @param adjustment DJL's rescaleGrad and clipGrad
+     * @param appliedSteps a one-element FLOAT64 array: the steps applied so far
      * @param foundInf a one-element FP32 array, non-zero to skip the step
      */
     void fusedSgdStep(
             NDList weights,
             NDList gradients,
             NDList momentumBuffers,
-            float learningRate,
+            LearningRate learningRate,
             float weightDecay,
             float momentum,
+            GradientAdjustment adjustment,
+            NDArray appliedSteps,
             NDArray foundInf);
 
     /**
      * One fused Adam or AdamW step over every parameter with DJL's {@code Adam}/{@code AdamW}
      * semantics, skipped on the device when {@code foundInf} is non-zero (PyTorch's {@code
-     * _fused_adam_}; no host read). {@code step} counts clean steps on the device and advances only
-     * when the step is not skipped. Every gradient is zeroed afterwards, skipped or not.
+     * _fused_adam_}; no host read). {@code appliedSteps} counts clean steps on the device and
+     * advances only when the step is not skipped; the bias corrections use {@code beginNumUpdate +
+     * appliedSteps}. Every gradient is zeroed afterwards, skipped or not.
      *
      * @param weights the parameters, updated in place
      * @param gradients their gradients, zeroed
      * @param means the first moments, one zero-initialised array per weight
      * @param variances the second moments, one zero-initialised array per weight
-     * @param step a one-element FLOAT64 array: the clean steps done so far
-     * @param settings learning rate, betas, epsilon, weight decay and its kind
+     * @param learningRate the learning rate before bias correction, constant or per applied step
+     * @param settings betas, epsilon, weight decay and its kind, the step count's offset
+     * @param adjustment DJL's rescaleGrad and clipGrad
+     * @param appliedSteps a one-element FLOAT64 array: the steps applied so far
      * @param foundInf a one-element FP32 array, non-zero to skip the step
      */
     void fusedAdamStep(
@@ -139,8 +148,10 @@ public interface AmpBackend {
             NDList gradients,
             NDList means,
             NDList variances,
-            NDArray step,
+            LearningRate learningRate,
             AdamSettings settings,
+            GradientAdjustment adjustment,
+            NDArray appliedSteps,
             NDArray foundInf);
 
     /**

@@ -17,6 +17,8 @@ import ai.djl.training.tracker.Tracker;
 import ai.djl.util.Pair;
 import io.github.djlamp.amp.spi.AdamSettings;
 import io.github.djlamp.amp.spi.AmpBackend;
+import io.github.djlamp.amp.spi.GradientAdjustment;
+import io.github.djlamp.amp.spi.LearningRate;
 import java.lang.reflect.Field;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -29,11 +31,13 @@ import org.slf4j.LoggerFactory;
  * One fused optimizer launch for every parameter of a step, skipped on the device when the step's
  * gradients overflowed, in place of DJL's one native update per parameter.
  *
- * <p>Covers DJL's {@link Sgd} (with and without momentum), {@link Adam} and {@link AdamW} with a
- * fixed learning rate, no gradient clipping, rescaleGrad 1 and no begin-update offset, on one
- * device; {@link #plan(Optimizer)} says why anything else keeps DJL's own per-parameter update. The
- * optimizer's settings are read from DJL 0.35.1's private fields (DJL exposes none of them). The
- * state (momentum, moments, Adam's step count) is this class's own: once fused, always fused.
+ * <p>Covers DJL's {@link Sgd} (with and without momentum), {@link Adam} and {@link AdamW} on one
+ * device, with any {@link Tracker} as learning rate (a schedule is looked up on the device by its
+ * count of applied steps, {@link LearningRateWindow}), and DJL's rescaleGrad, clipGrad and
+ * beginNumUpdate; {@link #plan(Optimizer)} says why anything else keeps DJL's own per-parameter
+ * update. The optimizer's settings are read from DJL 0.35.1's private fields (DJL exposes none of
+ * them). The state (momentum, moments, the count of applied steps) is this class's own: once fused,
+ * always fused.
  */
 final class FusedUpdate {
 
@@ -42,6 +46,8 @@ final class FusedUpdate {
     /** DJL's fixed learning rate tracker, a package-private class. */
     private static final Class<?> FIXED_TRACKER = Tracker.fixed(1f).getClass();
 
+    private static final float TWO_TO_24 = 16_777_216f;
+
     private enum Kind {
         SGD,
         ADAM,
@@ -49,28 +55,37 @@ final class FusedUpdate {
     }
 
     private final Kind kind;
-    private final float learningRate;
     private final float weightDecay;
     private final float momentum;
     private final AdamSettings adam;
+    private final GradientAdjustment adjustment;
+    private final float fixedRate;
+    private final LearningRateWindow schedule;
     private final Map<String, NDArray[]> state = new HashMap<>();
-    private NDArray adamStep;
+    private NDArray appliedSteps;
+    private NDArray rates;
     private final Set<String> seenThisStep = new HashSet<>();
 
-    private FusedUpdate(Kind kind, float learningRate, float weightDecay, float momentum) {
+    private FusedUpdate(
+            Kind kind,
+            ParameterTracker tracker,
+            float weightDecay,
+            float momentum,
+            AdamSettings adam,
+            GradientAdjustment adjustment,
+            int beginNumUpdate) {
         this.kind = kind;
-        this.learningRate = learningRate;
         this.weightDecay = weightDecay;
         this.momentum = momentum;
-        this.adam = null;
-    }
-
-    private FusedUpdate(Kind kind, float lr, float wd, float beta1, float beta2, float eps) {
-        this.kind = kind;
-        this.learningRate = lr;
-        this.weightDecay = wd;
-        this.momentum = 0f;
-        this.adam = new AdamSettings(lr, beta1, beta2, eps, wd, kind == Kind.ADAMW);
+        this.adam = adam;
+        this.adjustment = adjustment;
+        if (tracker.getClass() == FIXED_TRACKER) {
+            fixedRate = tracker.getNewValue("", 1);
+            schedule = null;
+        } else {
+            fixedRate = Float.NaN;
+            schedule = new LearningRateWindow((Tracker) tracker, beginNumUpdate);
+        }
     }
 
     /**
@@ -90,20 +105,27 @@ final class FusedUpdate {
             return null;
         }
         try {
-            float lr =
-                    ((ParameterTracker) field(optimizer, "learningRateTracker")).getNewValue("", 1);
+            ParameterTracker tracker = (ParameterTracker) field(optimizer, "learningRateTracker");
             float wd = (float) field(optimizer, Optimizer.class, "weightDecays");
+            int begin = (int) field(optimizer, Optimizer.class, "beginNumUpdate");
+            GradientAdjustment adjustment =
+                    new GradientAdjustment(
+                            (float) field(optimizer, Optimizer.class, "rescaleGrad"),
+                            (float) field(optimizer, Optimizer.class, "clipGrad"));
             if (optimizer instanceof Sgd) {
-                return new FusedUpdate(Kind.SGD, lr, wd, (float) field(optimizer, "momentum"));
+                float momentum = (float) field(optimizer, "momentum");
+                return new FusedUpdate(Kind.SGD, tracker, wd, momentum, null, adjustment, begin);
             }
             Kind kind = optimizer instanceof AdamW ? Kind.ADAMW : Kind.ADAM;
-            return new FusedUpdate(
-                    kind,
-                    lr,
-                    wd,
-                    (float) field(optimizer, "beta1"),
-                    (float) field(optimizer, "beta2"),
-                    (float) field(optimizer, "epsilon"));
+            AdamSettings adam =
+                    new AdamSettings(
+                            (float) field(optimizer, "beta1"),
+                            (float) field(optimizer, "beta2"),
+                            (float) field(optimizer, "epsilon"),
+                            wd,
+                            kind == Kind.ADAMW,
+                            begin);
+            return new FusedUpdate(kind, tracker, wd, 0f, adam, adjustment, begin);
         } catch (ReflectiveOperationException | RuntimeException e) {
             logger.info(
                     "djl-amp keeps {}'s per-parameter update: its settings could not be read ({})",
@@ -119,18 +141,9 @@ final class FusedUpdate {
             return "only DJL's Sgd, Adam and AdamW have fused versions";
         }
         try {
-            if (field(optimizer, "learningRateTracker").getClass() != FIXED_TRACKER) {
-                return "the learning rate tracker is not fixed (a schedule needs the host's count"
-                        + " of applied steps)";
-            }
-            if ((float) field(optimizer, Optimizer.class, "clipGrad") >= 0f) {
-                return "clipGrad is set";
-            }
-            if ((float) field(optimizer, Optimizer.class, "rescaleGrad") != 1f) {
-                return "rescaleGrad is not 1";
-            }
-            if ((int) field(optimizer, Optimizer.class, "beginNumUpdate") != 0) {
-                return "beginNumUpdate is not 0";
+            if (!(field(optimizer, "learningRateTracker") instanceof Tracker)) {
+                return "the learning rate tracker gives each parameter its own rate (a"
+                        + " ParameterTracker that is not a Tracker)";
             }
         } catch (ReflectiveOperationException | RuntimeException e) {
             return "its settings could not be read (" + e + ")";
@@ -202,20 +215,75 @@ final class FusedUpdate {
             if (weights.isEmpty()) {
                 return;
             }
+            if (appliedSteps == null) {
+                // lives as long as the moments, on the model's manager
+                appliedSteps =
+                        weights.get(0).getManager().zeros(new Shape(), DataType.FLOAT64, device);
+            }
+            LearningRate rate = learningRate(backend, scope);
             if (kind == Kind.SGD) {
                 backend.fusedSgdStep(
-                        weights, grads, first, learningRate, weightDecay, momentum, foundInf);
+                        weights,
+                        grads,
+                        first,
+                        rate,
+                        weightDecay,
+                        momentum,
+                        adjustment,
+                        appliedSteps,
+                        foundInf);
             } else {
-                if (adamStep == null) {
-                    // lives as long as the moments, on the model's manager
-                    adamStep =
-                            weights.get(0)
-                                    .getManager()
-                                    .zeros(new Shape(), DataType.FLOAT64, device);
-                }
-                backend.fusedAdamStep(weights, grads, first, second, adamStep, adam, foundInf);
+                backend.fusedAdamStep(
+                        weights,
+                        grads,
+                        first,
+                        second,
+                        rate,
+                        adam,
+                        adjustment,
+                        appliedSteps,
+                        foundInf);
+            }
+            if (schedule != null) {
+                schedule.launched();
             }
         }
+    }
+
+    /**
+     * The rate of this launch: the fixed one, or the schedule's window on the device, refreshed
+     * with one host read of the count of applied steps when the launch may run past it.
+     */
+    private LearningRate learningRate(AmpBackend backend, NDManager scope) {
+        if (schedule == null) {
+            return LearningRate.fixed(fixedRate);
+        }
+        if (schedule.needsRefresh()) {
+            float[] window = schedule.refresh(readCount(backend, scope));
+            NDManager owner = appliedSteps.getManager();
+            if (rates != null) {
+                rates.close();
+            }
+            // made on the count's device directly, owned like the count
+            try (NDManager onDevice = owner.newSubManager(appliedSteps.getDevice())) {
+                rates = onDevice.create(window);
+                rates.attach(owner);
+            }
+        }
+        return LearningRate.perAppliedStep(rates, schedule.first());
+    }
+
+    /**
+     * Reads the device's FLOAT64 count exactly: a float holds whole numbers up to 2^24 only, so the
+     * count is read as two such parts.
+     */
+    private long readCount(AmpBackend backend, NDManager scope) {
+        NDArray count = appliedSteps.duplicate();
+        count.attach(scope);
+        NDArray high = count.div(TWO_TO_24).floor();
+        NDArray low = count.sub(high.mul(TWO_TO_24));
+        float[] parts = backend.readFloats(high.reshape(1).concat(low.reshape(1)));
+        return (long) parts[0] * (long) TWO_TO_24 + (long) parts[1];
     }
 
     /** The state of one parameter (momentum, or first and second moments); empty when none. */
@@ -224,9 +292,9 @@ final class FusedUpdate {
         return buffers == null ? new NDList() : new NDList(buffers);
     }
 
-    /** Adam's device count of applied steps, or null (SGD, or before the first step). */
+    /** The device count of applied steps, or null before the first step. */
     NDArray stepCount() {
-        return adamStep;
+        return appliedSteps;
     }
 
     private NDArray[] newState(NDArray weight) {

@@ -16,9 +16,9 @@ import java.util.Objects;
  * up. After a real update, the weight's 16-bit casts are dropped.
  *
  * <p>When the session asks for fused steps ({@link io.github.djlamp.amp.FusedOptimizer}: on a GPU
- * by default), DJL's Sgd, Adam and AdamW with a fixed learning rate, on one device, run as one
- * fused launch for all parameters that skips on the device ({@link FusedUpdate}); every other
- * optimizer keeps its own per-parameter update.
+ * by default), DJL's Sgd, Adam and AdamW on one device, with any learning rate {@code Tracker}, run
+ * as one fused launch for all parameters that skips on the device ({@link FusedUpdate}); every
+ * other optimizer keeps its own per-parameter update.
  */
 public final class LossScalingOptimizer extends Optimizer {
 
@@ -99,10 +99,11 @@ public final class LossScalingOptimizer extends Optimizer {
     }
 
     /**
-     * Returns the fused Adam's device count of applied (not skipped) steps, a one-element FLOAT64
-     * array owned by this optimizer.
+     * Returns the fused path's device count of applied (not skipped) steps, a one-element FLOAT64
+     * array owned by this optimizer: what a learning rate schedule and Adam's bias corrections are
+     * computed from, as DJL's own optimizers count.
      *
-     * @return the count, or null for SGD, before the first step, or when not fused
+     * @return the count, or null before the first step or when not fused
      */
     public NDArray getFusedStepCount() {
         return fused == null ? null : fused.stepCount();

@@ -24,6 +24,9 @@ final class AmpKernelScript {
     /** PyTorch's ScalarType code of float64. */
     static final int DOUBLE = 7;
 
+    /** PyTorch's ScalarType code of int64. */
+    static final int LONG = 4;
+
     /** PyTorch's ScalarType code of bfloat16. */
     static final int BFLOAT16 = 15;
 
@@ -66,38 +69,78 @@ final class AmpKernelScript {
                     "      found_inf.masked_fill_(bad, 1.0)",
                     "      g.copy_(torch.to(g, " + FLOAT + ") * inv_scale.reshape([]))",
                     "    return None",
+                    // DJL's Optimizer adjusts every gradient first: g * rescaleGrad, then, from
+                    // DJL's PyTorch engine, clamp_max(clipGrad) (from above only)
+                    "  def adjust_(self: __torch__."
+                            + CLASS_NAME
+                            + ", grads: List[Tensor], rescale: float, clip: float) -> None:",
+                    "    if rescale != 1.0:",
+                    "      torch._foreach_mul_(grads, rescale)",
+                    "    if clip >= 0.0:",
+                    "      torch._foreach_clamp_max_(grads, clip)",
+                    "    return None",
+                    // the rate of the step after `step` applied steps, from the host's table
+                    "  def rate_(self: __torch__."
+                            + CLASS_NAME
+                            + ", values: Tensor, first: float, step: Tensor) -> Tensor:",
+                    "    last = float(values.size(0) - 1)",
+                    "    index = torch.clamp(step.reshape([]) - first, 0.0, last)",
+                    "    picked = torch.index_select(values, 0, torch.to(index, "
+                            + LONG
+                            + ").reshape([1]))",
+                    "    return torch.to(picked.reshape([]), " + FLOAT + ")",
                     "  def fused_sgd_(self: __torch__."
                             + CLASS_NAME
                             + ", params: List[Tensor], grads: List[Tensor], bufs: List[Tensor],"
-                            + " lr: float, weight_decay: float, momentum: float,"
+                            + " lr: float, lr_values: List[Tensor], lr_first: float, weight_decay:"
+                            + " float, momentum: float, rescale: float, clip: float, step: Tensor,"
                             + " found_inf: Tensor) -> None:",
                     "    skip = torch.to(torch.ne(found_inf, 0.0), " + FLOAT + ").reshape([])",
-                    "    torch._fused_sgd_(params, grads, bufs, weight_decay=weight_decay,"
+                    "    self.adjust_(grads, rescale, clip)",
+                    "    if len(lr_values) == 0:",
+                    "      torch._fused_sgd_(params, grads, bufs, weight_decay=weight_decay,"
                             + " momentum=momentum, lr=lr, dampening=0.0, nesterov=False,"
                             + " maximize=False, is_first_step=False, grad_scale=None,"
                             + " found_inf=skip)",
+                    "    else:",
+                    // DJL's Sgd puts the rate into the momentum: b = m b + rate (g + wd w)
+                    "      rate = self.rate_(lr_values[0], lr_first, step)",
+                    "      if weight_decay != 0.0:",
+                    "        torch._foreach_add_(grads, params, alpha=weight_decay)",
+                    "      torch._foreach_mul_(grads, rate)",
+                    "      torch._fused_sgd_(params, grads, bufs, weight_decay=0.0,"
+                            + " momentum=momentum, lr=1.0, dampening=0.0, nesterov=False,"
+                            + " maximize=False, is_first_step=False, grad_scale=None,"
+                            + " found_inf=skip)",
+                    "    step.add_(torch.to(1.0 - skip, step.dtype))",
                     "    torch._foreach_zero_(grads)",
                     "    return None",
                     // DJL's Adam: w -= lr_t * m / (sqrt(v) + eps), lr_t = lr sqrt(1 - b2^t) / (1 -
-                    // b1^t). The kernel's own bias corrections are made 1 by a huge step count
-                    // and lr_t is handed over as a device tensor from a device step counter that
-                    // advances on clean steps only. DJL's AdamW decays by lr * wd before the
-                    // update, which the kernel's AdamW (lr_t * wd) does not: done here instead.
+                    // b1^t), t = beginNumUpdate + applied steps. The kernel's own bias corrections
+                    // are made 1 by a huge step count and lr_t is handed over as a device tensor
+                    // from a device step counter that advances on clean steps only. DJL's AdamW
+                    // decays by lr * wd before the update, which the kernel's AdamW (lr_t * wd)
+                    // does not: done here instead.
                     "  def fused_adam_(self: __torch__."
                             + CLASS_NAME
                             + ", params: List[Tensor], grads: List[Tensor], exp_avgs:"
-                            + " List[Tensor], exp_avg_sqs: List[Tensor], step: Tensor, lr: float,"
-                            + " beta1: float, beta2: float, eps: float, weight_decay: float,"
-                            + " decoupled: bool, found_inf: Tensor) -> None:",
+                            + " List[Tensor], exp_avg_sqs: List[Tensor], lr: float, lr_values:"
+                            + " List[Tensor], lr_first: float, beta1: float, beta2: float, eps:"
+                            + " float, weight_decay: float, decoupled: bool, begin: float, rescale:"
+                            + " float, clip: float, step: Tensor, found_inf: Tensor) -> None:",
                     "    skip = torch.to(torch.ne(found_inf, 0.0), " + FLOAT + ").reshape([])",
                     "    clean = 1.0 - skip",
+                    "    self.adjust_(grads, rescale, clip)",
+                    "    rate = torch.full_like(skip, lr)",
+                    "    if len(lr_values) > 0:",
+                    "      rate = self.rate_(lr_values[0], lr_first, step)",
                     "    step.add_(torch.to(clean, step.dtype))",
-                    "    t = torch.clamp_min(step.reshape([]), 1.0)",
-                    "    lr_t = lr * torch.sqrt(1.0 - torch.pow(beta2, t)) / (1.0 - torch.pow(beta1,"
-                            + " t))",
+                    "    t = torch.clamp_min(step.reshape([]) + begin, 1.0)",
+                    "    lr_t = rate * torch.sqrt(1.0 - torch.pow(beta2, t)) / (1.0 -"
+                            + " torch.pow(beta1, t))",
                     "    l2 = weight_decay",
                     "    if decoupled:",
-                    "      torch._foreach_mul_(params, 1.0 - clean * (lr * weight_decay))",
+                    "      torch._foreach_mul_(params, 1.0 - clean * (rate * weight_decay))",
                     "      l2 = 0.0",
                     "    no_correction = torch.full_like(skip, 1.0e9)",
                     "    kernel_steps: List[Tensor] = []",

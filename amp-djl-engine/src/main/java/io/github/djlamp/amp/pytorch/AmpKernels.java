@@ -12,6 +12,7 @@ import ai.djl.pytorch.jni.IValueUtils;
 import ai.djl.pytorch.jni.JniUtils;
 import io.github.djlamp.amp.AmpException;
 import io.github.djlamp.amp.policy.Precision;
+import io.github.djlamp.amp.spi.LearningRate;
 import io.github.djlamp.amp.spi.MemoryLayout;
 import java.io.ByteArrayInputStream;
 import java.io.IOException;
@@ -127,48 +128,74 @@ final class AmpKernels {
         }
     }
 
+    /** hyper: weight decay, momentum, rescale, clip. */
     void fusedSgd(
             PtNDArray[] weights,
             PtNDArray[] gradients,
             PtNDArray[] momentumBuffers,
-            double learningRate,
-            double weightDecay,
-            double momentum,
+            LearningRate learningRate,
+            double[] hyper,
+            PtNDArray appliedSteps,
             PtNDArray foundInf) {
         try (IValue params = IValue.listFrom(weights);
                 IValue grads = IValue.listFrom(gradients);
                 IValue bufs = IValue.listFrom(momentumBuffers);
-                IValue lr = IValue.from(learningRate);
-                IValue wd = IValue.from(weightDecay);
-                IValue m = IValue.from(momentum);
+                IValue lr = IValue.from((double) learningRate.getFixedValue());
+                IValue lrValues = rateTable(learningRate);
+                IValue lrFirst = IValue.from((double) learningRate.getFirstAppliedSteps());
+                IValue wd = IValue.from(hyper[0]);
+                IValue m = IValue.from(hyper[1]);
+                IValue rescale = IValue.from(hyper[2]);
+                IValue clip = IValue.from(hyper[3]);
+                IValue step = IValue.from(appliedSteps);
                 IValue found = IValue.from(foundInf);
                 IValue out =
                         IValueUtils.runMethod(
-                                module, "fused_sgd_", params, grads, bufs, lr, wd, m, found)) {
+                                module,
+                                "fused_sgd_",
+                                params,
+                                grads,
+                                bufs,
+                                lr,
+                                lrValues,
+                                lrFirst,
+                                wd,
+                                m,
+                                rescale,
+                                clip,
+                                step,
+                                found)) {
             // In place; the result is None.
         }
     }
 
+    /** hyper: beta1, beta2, epsilon, weight decay, beginNumUpdate, rescale, clip. */
     void fusedAdam(
             PtNDArray[] weights,
             PtNDArray[] gradients,
             PtNDArray[] means,
             PtNDArray[] variances,
-            PtNDArray step,
+            LearningRate learningRate,
             double[] hyper,
             boolean decoupled,
+            PtNDArray appliedSteps,
             PtNDArray foundInf) {
         try (IValue params = IValue.listFrom(weights);
                 IValue grads = IValue.listFrom(gradients);
                 IValue m = IValue.listFrom(means);
                 IValue v = IValue.listFrom(variances);
-                IValue t = IValue.from(step);
-                IValue lr = IValue.from(hyper[0]);
-                IValue beta1 = IValue.from(hyper[1]);
-                IValue beta2 = IValue.from(hyper[2]);
-                IValue eps = IValue.from(hyper[3]);
-                IValue wd = IValue.from(hyper[4]);
+                IValue lr = IValue.from((double) learningRate.getFixedValue());
+                IValue lrValues = rateTable(learningRate);
+                IValue lrFirst = IValue.from((double) learningRate.getFirstAppliedSteps());
+                IValue beta1 = IValue.from(hyper[0]);
+                IValue beta2 = IValue.from(hyper[1]);
+                IValue eps = IValue.from(hyper[2]);
+                IValue wd = IValue.from(hyper[3]);
                 IValue adamw = IValue.from(decoupled);
+                IValue begin = IValue.from(hyper[4]);
+                IValue rescale = IValue.from(hyper[5]);
+                IValue clip = IValue.from(hyper[6]);
+                IValue step = IValue.from(appliedSteps);
                 IValue found = IValue.from(foundInf);
                 IValue out =
                         IValueUtils.runMethod(
@@ -178,16 +205,28 @@ final class AmpKernels {
                                 grads,
                                 m,
                                 v,
-                                t,
                                 lr,
+                                lrValues,
+                                lrFirst,
                                 beta1,
                                 beta2,
                                 eps,
                                 wd,
                                 adamw,
+                                begin,
+                                rescale,
+                                clip,
+                                step,
                                 found)) {
             // In place; the result is None.
         }
+    }
+
+    /** TorchScript has no None through DJL's IValue: an empty list stands for a fixed rate. */
+    private static IValue rateTable(LearningRate learningRate) {
+        return learningRate.isFixed()
+                ? IValue.listFrom(new PtNDArray[0])
+                : IValue.listFrom((PtNDArray) learningRate.getValues());
     }
 
     void updateScaleWithHysteresis(

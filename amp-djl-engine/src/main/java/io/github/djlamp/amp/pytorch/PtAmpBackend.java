@@ -13,6 +13,8 @@ import io.github.djlamp.amp.spi.AdamSettings;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.DeviceCapabilities;
 import io.github.djlamp.amp.spi.DeviceScaleState;
+import io.github.djlamp.amp.spi.GradientAdjustment;
+import io.github.djlamp.amp.spi.LearningRate;
 import io.github.djlamp.amp.spi.MemoryLayout;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
@@ -138,9 +140,11 @@ public final class PtAmpBackend implements AmpBackend {
             NDList weights,
             NDList gradients,
             NDList momentumBuffers,
-            float learningRate,
+            LearningRate learningRate,
             float weightDecay,
             float momentum,
+            GradientAdjustment adjustment,
+            NDArray appliedSteps,
             NDArray foundInf) {
         requireSameSize(weights, gradients, "gradients");
         if (momentum != 0f) {
@@ -148,6 +152,7 @@ public final class PtAmpBackend implements AmpBackend {
         } else if (!momentumBuffers.isEmpty()) {
             throw new AmpException("SGD without momentum takes no momentum buffers");
         }
+        requireStepCount(appliedSteps);
         if (weights.isEmpty()) {
             return;
         }
@@ -157,8 +162,10 @@ public final class PtAmpBackend implements AmpBackend {
                         requirePyTorch(gradients),
                         requirePyTorch(momentumBuffers),
                         learningRate,
-                        weightDecay,
-                        momentum,
+                        new double[] {
+                            weightDecay, momentum, adjustment.getRescale(), adjustment.getClip()
+                        },
+                        (PtNDArray) appliedSteps,
                         requireScalarFp32(foundInf, "foundInf"));
     }
 
@@ -169,28 +176,26 @@ public final class PtAmpBackend implements AmpBackend {
             NDList gradients,
             NDList means,
             NDList variances,
-            NDArray step,
+            LearningRate learningRate,
             AdamSettings settings,
+            GradientAdjustment adjustment,
+            NDArray appliedSteps,
             NDArray foundInf) {
         requireSameSize(weights, gradients, "gradients");
         requireSameSize(weights, means, "first moments");
         requireSameSize(weights, variances, "second moments");
-        if (step.getDataType() != DataType.FLOAT64 || step.size() != 1) {
-            throw new AmpException(
-                    "step must be a one-element FLOAT64 array, got "
-                            + step.getDataType()
-                            + " "
-                            + step.getShape());
-        }
+        requireStepCount(appliedSteps);
         if (weights.isEmpty()) {
             return;
         }
         double[] hyper = {
-            settings.getLearningRate(),
             settings.getBeta1(),
             settings.getBeta2(),
             settings.getEpsilon(),
-            settings.getWeightDecay()
+            settings.getWeightDecay(),
+            settings.getBeginNumUpdate(),
+            adjustment.getRescale(),
+            adjustment.getClip()
         };
         kernels()
                 .fusedAdam(
@@ -198,10 +203,23 @@ public final class PtAmpBackend implements AmpBackend {
                         requirePyTorch(gradients),
                         requirePyTorch(means),
                         requirePyTorch(variances),
-                        requirePyTorch(step),
+                        learningRate,
                         hyper,
                         settings.isDecoupled(),
+                        (PtNDArray) appliedSteps,
                         requireScalarFp32(foundInf, "foundInf"));
+    }
+
+    private static void requireStepCount(NDArray appliedSteps) {
+        if (!(appliedSteps instanceof PtNDArray)
+                || appliedSteps.getDataType() != DataType.FLOAT64
+                || appliedSteps.size() != 1) {
+            throw new AmpException(
+                    "appliedSteps must be a one-element FLOAT64 PyTorch array, got "
+                            + appliedSteps.getDataType()
+                            + " "
+                            + appliedSteps.getShape());
+        }
     }
 
     private static void requireSameSize(NDList weights, NDList other, String what) {

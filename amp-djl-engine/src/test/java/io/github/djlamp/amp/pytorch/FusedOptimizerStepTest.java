@@ -15,6 +15,8 @@ import io.github.djlamp.amp.AmpException;
 import io.github.djlamp.amp.spi.AdamSettings;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.AmpBackends;
+import io.github.djlamp.amp.spi.GradientAdjustment;
+import io.github.djlamp.amp.spi.LearningRate;
 import java.util.Random;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -110,25 +112,66 @@ class FusedOptimizerStepTest {
     }
 
     private FusedStep sgd(float momentum) {
+        return sgd(momentum, LearningRate.fixed(LR), GradientAdjustment.NONE);
+    }
+
+    private FusedStep sgd(float momentum, LearningRate rate, GradientAdjustment adjustment) {
         NDList[] buffers = new NDList[1];
+        NDArray step = manager.zeros(new Shape(), DataType.FLOAT64);
         return (weights, grads, found) -> {
             if (buffers[0] == null) {
                 buffers[0] = momentum == 0f ? new NDList() : zerosLike(weights);
             }
-            backend.fusedSgdStep(weights, grads, buffers[0], LR, WD, momentum, found);
+            backend.fusedSgdStep(
+                    weights, grads, buffers[0], rate, WD, momentum, adjustment, step, found);
         };
     }
 
     private FusedStep adam(boolean decoupled, NDArray step) {
+        return adam(decoupled, step, LearningRate.fixed(LR), GradientAdjustment.NONE, 0);
+    }
+
+    private FusedStep adam(
+            boolean decoupled,
+            NDArray step,
+            LearningRate rate,
+            GradientAdjustment adjustment,
+            int beginNumUpdate) {
         NDList[] moments = new NDList[2];
-        AdamSettings settings = new AdamSettings(LR, 0.9f, 0.999f, 1e-8f, WD, decoupled);
+        AdamSettings settings =
+                new AdamSettings(0.9f, 0.999f, 1e-8f, WD, decoupled, beginNumUpdate);
         return (weights, grads, found) -> {
             if (moments[0] == null) {
                 moments[0] = zerosLike(weights);
                 moments[1] = zerosLike(weights);
             }
-            backend.fusedAdamStep(weights, grads, moments[0], moments[1], step, settings, found);
+            backend.fusedAdamStep(
+                    weights,
+                    grads,
+                    moments[0],
+                    moments[1],
+                    rate,
+                    settings,
+                    adjustment,
+                    step,
+                    found);
         };
+    }
+
+    /** A rate that changes at every step, so that a step count off by one shows. */
+    private static final Tracker SCHEDULE = n -> LR * (1f + (n % 5)) / (1f + n * 0.1f);
+
+    private static final float RESCALE = 0.5f;
+    private static final float CLIP = 0.3f;
+    private static final int BEGIN = 3;
+
+    /** DJL's tracker for counts {@code begin + 1 ...}, as the device table of a fused step. */
+    private LearningRate scheduleTable(int begin) {
+        float[] rates = new float[STEPS + 2];
+        for (int i = 0; i < rates.length; i++) {
+            rates[i] = SCHEDULE.getNewValue(begin + i + 1);
+        }
+        return LearningRate.perAppliedStep(manager.create(rates), 0);
     }
 
     @ParameterizedTest
@@ -141,6 +184,22 @@ class FusedOptimizerStepTest {
                         .optWeightDecays(WD)
                         .build();
         assertMatchesDjl(djl, sgd(momentum));
+    }
+
+    @ParameterizedTest
+    @ValueSource(floats = {0f, 0.9f})
+    void sgdWithAScheduleRescaleClipAndBeginOffsetMatchesDjlsSgd(float momentum) {
+        Optimizer djl =
+                Optimizer.sgd()
+                        .setLearningRateTracker(SCHEDULE)
+                        .optMomentum(momentum)
+                        .optWeightDecays(WD)
+                        .setRescaleGrad(RESCALE)
+                        .optClipGrad(CLIP)
+                        .optBeginNumUpdate(BEGIN)
+                        .build();
+        assertMatchesDjl(
+                djl, sgd(momentum, scheduleTable(BEGIN), new GradientAdjustment(RESCALE, CLIP)));
     }
 
     @Test
@@ -164,6 +223,37 @@ class FusedOptimizerStepTest {
                         .build();
         NDArray step = manager.zeros(new Shape(), DataType.FLOAT64);
         assertMatchesDjl(djl, adam(true, step));
+    }
+
+    @ParameterizedTest
+    @ValueSource(booleans = {false, true})
+    void adamWithAScheduleRescaleClipAndBeginOffsetMatchesDjlsAdam(boolean decoupled) {
+        Optimizer djl =
+                decoupled
+                        ? Optimizer.adamW()
+                                .optLearningRateTracker(SCHEDULE)
+                                .optWeightDecays(WD)
+                                .setRescaleGrad(RESCALE)
+                                .optClipGrad(CLIP)
+                                .optBeginNumUpdate(BEGIN)
+                                .build()
+                        : Optimizer.adam()
+                                .optLearningRateTracker(SCHEDULE)
+                                .optWeightDecays(WD)
+                                .setRescaleGrad(RESCALE)
+                                .optClipGrad(CLIP)
+                                .optBeginNumUpdate(BEGIN)
+                                .build();
+        NDArray step = manager.zeros(new Shape(), DataType.FLOAT64);
+        assertMatchesDjl(
+                djl,
+                adam(
+                        decoupled,
+                        step,
+                        scheduleTable(BEGIN),
+                        new GradientAdjustment(RESCALE, CLIP),
+                        BEGIN));
+        assertEquals(STEPS, step.getDouble(), "the count of applied steps, without the offset");
     }
 
     private static NDList snapshot(NDList arrays) {
@@ -196,14 +286,19 @@ class FusedOptimizerStepTest {
         NDList weights = randomArrays();
         NDList buffers = momentum == 0f ? new NDList() : zerosLike(weights);
         NDArray clean = manager.zeros(new Shape());
-        backend.fusedSgdStep(weights, randomArrays(), buffers, LR, WD, momentum, clean);
+        NDArray step = manager.zeros(new Shape(), DataType.FLOAT64);
+        LearningRate rate = scheduleTable(0);
+        GradientAdjustment adjustment = new GradientAdjustment(RESCALE, CLIP);
+        backend.fusedSgdStep(
+                weights, randomArrays(), buffers, rate, WD, momentum, adjustment, step, clean);
         NDList weightsBefore = snapshot(weights);
         NDList buffersBefore = snapshot(buffers);
         NDList grads = nonFiniteGrads();
         NDArray found = manager.ones(new Shape());
-        backend.fusedSgdStep(weights, grads, buffers, LR, WD, momentum, found);
+        backend.fusedSgdStep(weights, grads, buffers, rate, WD, momentum, adjustment, step, found);
         assertBitwiseEqual(weightsBefore, weights, "weight");
         assertBitwiseEqual(buffersBefore, buffers, "momentum");
+        assertEquals(1.0, step.getDouble(), "the count of applied steps did not advance");
         assertZeroed(grads);
     }
 
@@ -214,16 +309,20 @@ class FusedOptimizerStepTest {
         NDList means = zerosLike(weights);
         NDList variances = zerosLike(weights);
         NDArray step = manager.zeros(new Shape(), DataType.FLOAT64);
-        AdamSettings settings = new AdamSettings(LR, 0.9f, 0.999f, 1e-8f, WD, decoupled);
+        AdamSettings settings = new AdamSettings(0.9f, 0.999f, 1e-8f, WD, decoupled, 0);
+        LearningRate rate = scheduleTable(0);
+        GradientAdjustment adjustment = new GradientAdjustment(RESCALE, CLIP);
         NDArray clean = manager.zeros(new Shape());
-        backend.fusedAdamStep(weights, randomArrays(), means, variances, step, settings, clean);
+        backend.fusedAdamStep(
+                weights, randomArrays(), means, variances, rate, settings, adjustment, step, clean);
         NDList before = snapshot(weights);
         NDList meansBefore = snapshot(means);
         NDList variancesBefore = snapshot(variances);
         NDList grads = nonFiniteGrads();
         // a merged flag from two devices may read 2: still a skip
         NDArray found = manager.full(new Shape(), 2f);
-        backend.fusedAdamStep(weights, grads, means, variances, step, settings, found);
+        backend.fusedAdamStep(
+                weights, grads, means, variances, rate, settings, adjustment, step, found);
         assertBitwiseEqual(before, weights, "weight");
         assertBitwiseEqual(meansBefore, means, "first moment");
         assertBitwiseEqual(variancesBefore, variances, "second moment");
@@ -243,9 +342,11 @@ class FusedOptimizerStepTest {
                                         weights,
                                         grads,
                                         new NDList(),
-                                        LR,
+                                        LearningRate.fixed(LR),
                                         0f,
                                         0f,
+                                        GradientAdjustment.NONE,
+                                        manager.zeros(new Shape(), DataType.FLOAT64),
                                         manager.zeros(new Shape())));
         assertEquals(true, e.getMessage().contains("gradients"), e.getMessage());
     }

@@ -11,6 +11,8 @@ import ai.djl.training.tracker.Tracker;
 import io.github.djlamp.amp.spi.AdamSettings;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.AmpBackends;
+import io.github.djlamp.amp.spi.GradientAdjustment;
+import io.github.djlamp.amp.spi.LearningRate;
 import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;
@@ -78,7 +80,7 @@ public class OptimizerStepBenchmark {
         step = manager.zeros(new Shape(), DataType.FLOAT64);
         foundInf = manager.zeros(new Shape());
         djlAdam = Optimizer.adam().optLearningRateTracker(Tracker.fixed(1e-4f)).build();
-        settings = new AdamSettings(1e-4f, 0.9f, 0.999f, 1e-8f, 0f, false);
+        settings = new AdamSettings(0.9f, 0.999f, 1e-8f, 0f, false, 0);
     }
 
     /** Frees every array. */
@@ -98,6 +100,15 @@ public class OptimizerStepBenchmark {
     /** djl-amp: one fused call for every parameter, skip decided on the device. */
     @Benchmark
     public void fused() {
-        backend.fusedAdamStep(weights, gradients, means, variances, step, settings, foundInf);
+        backend.fusedAdamStep(
+                weights,
+                gradients,
+                means,
+                variances,
+                LearningRate.fixed(1e-4f),
+                settings,
+                GradientAdjustment.NONE,
+                step,
+                foundInf);
     }
 }

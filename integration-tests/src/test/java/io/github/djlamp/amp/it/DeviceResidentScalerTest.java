@@ -52,6 +52,8 @@ import java.util.TreeMap;
 import java.util.function.IntPredicate;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * With fused optimizer steps the loss scaler's state lives on the device, as in PyTorch: a training
@@ -63,12 +65,15 @@ class DeviceResidentScalerTest {
 
     private static final float INIT_SCALE = 1024f;
 
-    @Test
-    void aStepMakesNoHostReadBetweenTheIntervalReads() {
+    @ParameterizedTest
+    @ValueSource(booleans = {false, true})
+    void aStepMakesNoHostReadBetweenTheIntervalReads(boolean scheduled) {
         int interval = 10;
         int steps = 20;
+        // a schedule's rates for the next 256 steps go to the device at the first step
+        Optimizer optimizer = scheduled ? scheduledAdam() : adam();
         try (Rig rig =
-                new Rig(adam(), LossScaling.dynamicBuilder().initScale(INIT_SCALE), interval)) {
+                new Rig(optimizer, LossScaling.dynamicBuilder().initScale(INIT_SCALE), interval)) {
             assertTrue(rig.scaler.isStateOnDevice(), "fused + one device: state on the device");
             rig.step(0, i -> false); // warm-up: first-step work (casts, state) out of the count
             NDManager root = root(rig.trainer.getManager());
@@ -429,6 +434,21 @@ class DeviceResidentScalerTest {
 
     private static Optimizer adam() {
         return Optimizer.adam().optLearningRateTracker(Tracker.fixed(0.01f)).build();
+    }
+
+    private static Optimizer scheduledAdam() {
+        return Optimizer.adam()
+                .optLearningRateTracker(
+                        Tracker.warmUp()
+                                .optWarmUpSteps(5)
+                                .setMainTracker(
+                                        Tracker.cosine()
+                                                .setBaseValue(0.01f)
+                                                .optFinalValue(0.001f)
+                                                .setMaxUpdates(100)
+                                                .build())
+                                .build())
+                .build();
     }
 
     private static Optimizer sgd() {

@@ -21,21 +21,26 @@ import ai.djl.training.GradientCollector;
 import ai.djl.training.Trainer;
 import ai.djl.training.loss.Loss;
 import ai.djl.training.optimizer.Optimizer;
+import ai.djl.training.tracker.FixedPerVarTracker;
 import ai.djl.training.tracker.Tracker;
 import ai.djl.util.Pair;
 import io.github.djlamp.amp.Amp;
+import io.github.djlamp.amp.AmpOptions;
+import io.github.djlamp.amp.FusedOptimizer;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
 import io.github.djlamp.amp.scale.LossScaling;
 import io.github.djlamp.amp.train.AmpSession;
 import io.github.djlamp.amp.train.AmpTrainingConfig;
 import io.github.djlamp.amp.train.LossScalingOptimizer;
 import java.util.Map;
+import java.util.Set;
 import java.util.function.Supplier;
 import org.junit.jupiter.api.Test;
 
 /**
  * Training with fused optimizer steps: the same weights as DJL's per-parameter updates to within
- * rounding, and a skipped step that leaves every weight bitwise unchanged with cleared gradients.
+ * rounding, with learning rate schedules, clipping and rescaling across skipped steps, and a
+ * skipped step that leaves every weight bitwise unchanged with cleared gradients.
  */
 class FusedOptimizerTrainingTest {
 
@@ -57,24 +62,124 @@ class FusedOptimizerTrainingTest {
                                 .setLearningRateTracker(Tracker.fixed(0.05f))
                                 .optMomentum(0.9f)
                                 .optWeightDecays(1e-3f)
-                                .build());
+                                .build(),
+                STEPS,
+                Set.of());
         check(
                 () ->
                         Optimizer.adam()
                                 .optLearningRateTracker(Tracker.fixed(0.01f))
                                 .optWeightDecays(1e-3f)
-                                .build());
+                                .build(),
+                STEPS,
+                Set.of());
         check(
                 () ->
                         Optimizer.adamW()
                                 .optLearningRateTracker(Tracker.fixed(0.01f))
                                 .optWeightDecays(1e-2f)
-                                .build());
+                                .build(),
+                STEPS,
+                Set.of());
     }
 
-    private static void check(Supplier<Optimizer> optimizer) {
-        Map<String, Snapshots.Bits> djl = train(optimizer.get(), false, -1);
-        Map<String, Snapshots.Bits> fused = train(optimizer.get(), true, -1);
+    /**
+     * DJL's optimizers do not count a skipped step, so after one the schedule goes on from the same
+     * count: on the fused path only the device knows that count.
+     */
+    @Test
+    void schedulesClippingAndRescalingTrainLikeDjlAcrossASkippedStep() {
+        Set<Integer> skips = Set.of(BAD_STEP);
+        check(
+                () ->
+                        Optimizer.sgd()
+                                .setLearningRateTracker(EVERY_STEP_DIFFERENT)
+                                .optMomentum(0.9f)
+                                .optWeightDecays(1e-3f)
+                                .optClipGrad(0.02f)
+                                .setRescaleGrad(0.5f)
+                                .optBeginNumUpdate(2)
+                                .build(),
+                STEPS,
+                skips);
+        check(
+                () ->
+                        Optimizer.adam()
+                                .optLearningRateTracker(
+                                        Tracker.multiFactor()
+                                                .setSteps(new int[] {2, 3})
+                                                .optFactor(0.5f)
+                                                .setBaseValue(0.01f)
+                                                .build())
+                                .optWeightDecays(1e-3f)
+                                .build(),
+                STEPS,
+                skips);
+        check(
+                () ->
+                        Optimizer.adamW()
+                                .optLearningRateTracker(
+                                        Tracker.cosine()
+                                                .setBaseValue(0.01f)
+                                                .optFinalValue(0.001f)
+                                                .setMaxUpdates(STEPS)
+                                                .build())
+                                .optWeightDecays(1e-2f)
+                                .optClipGrad(0.05f)
+                                .build(),
+                STEPS,
+                skips);
+    }
+
+    @Test
+    void aRatePerParameterKeepsDjlsOwnUpdate() {
+        Optimizer perParameter =
+                Optimizer.sgd()
+                        .setLearningRateTracker(
+                                FixedPerVarTracker.builder().setDefaultValue(0.05f).build())
+                        .build();
+        try (Model model = Model.newInstance("per-parameter", "PyTorch")) {
+            MixedPrecisionBlock block = Amp.wrap(model(), "mixed_float16");
+            model.setBlock(block);
+            AmpTrainingConfig config =
+                    Amp.configure(
+                            new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss())
+                                    .optOptimizer(perParameter),
+                            block,
+                            AmpOptions.builder().fusedOptimizer(FusedOptimizer.ON).build());
+            try (Trainer trainer = model.newTrainer(config)) {
+                assertFalse(
+                        ((LossScalingOptimizer) config.getOptimizer()).isFused(),
+                        "one launch has one rate: a rate per parameter keeps DJL's update");
+            }
+        }
+    }
+
+    /** Past the host's window of rates, which is refreshed from the device's count. */
+    @Test
+    void aScheduleStaysDjlsPastTheHostsWindowOfRates() {
+        int steps = LONG_RUN;
+        check(
+                () ->
+                        Optimizer.sgd()
+                                .setLearningRateTracker(EVERY_STEP_DIFFERENT)
+                                .optMomentum(0.9f)
+                                .build(),
+                steps,
+                Set.of(1, 100, 101, steps - 3));
+    }
+
+    /** Over 256 launches, the host's window: one refresh with skips in the first window. */
+    private static final int LONG_RUN = 270;
+
+    /** A learning rate that changes at every update, so that a count off by one shows. */
+    private static final Tracker EVERY_STEP_DIFFERENT = n -> 0.02f * (1f + (n % 5)) / 3f;
+
+    private static void check(Supplier<Optimizer> optimizer, int steps, Set<Integer> badSteps) {
+        Map<String, Snapshots.Bits> djl =
+                train(optimizer.get(), FusedOptimizer.OFF, steps, badSteps);
+        Map<String, Snapshots.Bits> fused =
+                train(optimizer.get(), FusedOptimizer.ON, steps, badSteps);
         assertEquals(djl.keySet(), fused.keySet());
         for (String name : djl.keySet()) {
             int[] expected = djl.get(name).bits;
@@ -93,15 +198,14 @@ class FusedOptimizerTrainingTest {
     @Test
     void aSkippedFusedStepChangesNoWeightAndClearsTheGradients() {
         Optimizer adam = Optimizer.adam().optLearningRateTracker(Tracker.fixed(0.01f)).build();
-        train(adam, true, BAD_STEP);
+        train(adam, FusedOptimizer.ON, STEPS, Set.of(BAD_STEP));
     }
 
-    /** Trains STEPS custom-loop steps in mixed fp16; poisons one gradient at {@code badStep}. */
+    /** Trains custom-loop steps in mixed fp16; poisons one gradient at each of {@code badSteps}. */
     private static Map<String, Snapshots.Bits> train(
-            Optimizer optimizer, boolean fused, int badStep) {
+            Optimizer optimizer, FusedOptimizer mode, int steps, Set<Integer> badSteps) {
         Engine.getInstance().setRandomSeed(11);
-        String before = System.getProperty(LossScalingOptimizer.FUSED_PROPERTY);
-        System.setProperty(LossScalingOptimizer.FUSED_PROPERTY, Boolean.toString(fused));
+        boolean fused = mode == FusedOptimizer.ON;
         try (Model model = Model.newInstance("fused", "PyTorch")) {
             MixedPrecisionBlock block = Amp.wrap(model(), "mixed_float16");
             model.setBlock(block);
@@ -110,7 +214,11 @@ class FusedOptimizerTrainingTest {
                             new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss())
                                     .optOptimizer(optimizer),
                             block,
-                            LossScaling.dynamicBuilder().initScale(1024f).build());
+                            AmpOptions.builder()
+                                    .lossScaling(
+                                            LossScaling.dynamicBuilder().initScale(1024f).build())
+                                    .fusedOptimizer(mode)
+                                    .build());
             try (Trainer trainer = model.newTrainer(config);
                     NDManager data = trainer.getManager().newSubManager()) {
                 assertEquals(fused, ((LossScalingOptimizer) config.getOptimizer()).isFused());
@@ -119,7 +227,7 @@ class FusedOptimizerTrainingTest {
                 ToyTask task = new ToyTask(data);
                 Loss loss = Loss.softmaxCrossEntropyLoss();
                 Map<String, Snapshots.Bits> weights = null;
-                for (int i = 0; i < STEPS; i++) {
+                for (int i = 0; i < steps; i++) {
                     try (NDManager step = trainer.getManager().newSubManager()) {
                         NDArray x = task.x.get(task.rows(i));
                         NDArray y = task.y.get(task.rows(i));
@@ -130,7 +238,8 @@ class FusedOptimizerTrainingTest {
                                     loss.evaluate(new NDList(y), trainer.forward(new NDList(x)));
                             collector.backward(amp.scale(l));
                         }
-                        if (i == badStep) {
+                        boolean bad = badSteps.contains(i);
+                        if (bad) {
                             Parameter victim = block.getParameters().get(0).getValue();
                             NDArray grad = victim.getArray().getGradient();
                             grad.attach(step);
@@ -138,10 +247,10 @@ class FusedOptimizerTrainingTest {
                         }
                         Map<String, Snapshots.Bits> previous = Snapshots.weights(block);
                         amp.unscaleGradients();
-                        assertEquals(i == badStep, amp.isSkipping(), "step " + i);
+                        assertEquals(bad, amp.isSkipping(), "step " + i);
                         amp.step();
                         weights = Snapshots.weights(block);
-                        if (i == badStep) {
+                        if (bad) {
                             assertEquals(previous, weights, "skipped: weights bitwise unchanged");
                             assertGradientsCleared(block, step);
                         } else {
@@ -149,16 +258,8 @@ class FusedOptimizerTrainingTest {
                         }
                     }
                 }
-                if (badStep >= 0) {
-                    assertEquals(1, amp.getScaler().getSkippedSteps());
-                }
+                assertEquals(badSteps.size(), amp.getScaler().getSkippedSteps());
                 return weights;
-            }
-        } finally {
-            if (before == null) {
-                System.clearProperty(LossScalingOptimizer.FUSED_PROPERTY);
-            } else {
-                System.setProperty(LossScalingOptimizer.FUSED_PROPERTY, before);
             }
         }
     }

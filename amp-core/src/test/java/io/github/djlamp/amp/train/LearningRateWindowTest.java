@@ -1,0 +1,112 @@
+package io.github.djlamp.amp.train;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import ai.djl.training.tracker.Tracker;
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The host's side of a learning rate schedule on the fused path: the rates handed to the device are
+ * DJL's for the device's count of applied steps, whatever the skips, and the tracker is asked each
+ * count once, in order.
+ */
+class LearningRateWindowTest {
+
+    private static final int AHEAD = 4;
+
+    /** A tracker that records the counts it is asked for. */
+    private static final class Recording implements Tracker {
+        final List<Integer> asked = new ArrayList<>();
+
+        @Override
+        public float getNewValue(int numUpdate) {
+            asked.add(numUpdate);
+            return numUpdate * 0.5f;
+        }
+    }
+
+    @Test
+    void theFirstWindowHoldsDjlsRatesFromTheBeginOffset() {
+        Recording tracker = new Recording();
+        LearningRateWindow window = new LearningRateWindow(tracker, 10, AHEAD);
+        assertTrue(window.needsRefresh(), "nothing on the device before the first launch");
+        assertArrayEquals(new float[] {5.5f, 6f, 6.5f, 7f}, window.refresh(0));
+        assertEquals(0, window.first());
+    }
+
+    @Test
+    void aRefreshIsNeededOnlyWhenTheCountMayRunPastTheWindow() {
+        LearningRateWindow window = new LearningRateWindow(new Recording(), 0, AHEAD);
+        window.refresh(0);
+        for (int i = 0; i < AHEAD; i++) {
+            assertFalse(window.needsRefresh(), "launch " + i + " fits");
+            window.launched();
+        }
+        assertTrue(window.needsRefresh(), "a fifth launch may find count 4, past the window");
+    }
+
+    @Test
+    void afterSkipsTheWindowStartsAtTheDevicesCountAndAsksEachCountOnceInOrder() {
+        Recording tracker = new Recording();
+        LearningRateWindow window = new LearningRateWindow(tracker, 0, AHEAD);
+        window.refresh(0);
+        for (int i = 0; i < AHEAD; i++) {
+            window.launched();
+        }
+        // two of the four launches were skipped on the device
+        float[] rates = window.refresh(2);
+        assertEquals(2, window.first());
+        assertArrayEquals(new float[] {1.5f, 2f, 2.5f, 3f}, rates);
+        assertEquals(
+                List.of(1, 2, 3, 4, 5, 6), tracker.asked, "counts 3 and 4 kept, not asked again");
+    }
+
+    @Test
+    void aTrackerWithForwardOnlyStateGivesDjlsRates() {
+        // MultiFactorTracker moves its state forward as it is asked: asked ahead and then for an
+        // earlier count, it would answer with the later value
+        Tracker fused =
+                Tracker.multiFactor()
+                        .setSteps(new int[] {2, 3})
+                        .optFactor(0.5f)
+                        .setBaseValue(1f)
+                        .build();
+        Tracker djl =
+                Tracker.multiFactor()
+                        .setSteps(new int[] {2, 3})
+                        .optFactor(0.5f)
+                        .setBaseValue(1f)
+                        .build();
+        LearningRateWindow window = new LearningRateWindow(fused, 0, AHEAD);
+        boolean[] skipped = {false, true, true, false, false, true, false, false, false, false};
+        long applied = 0;
+        float[] rates = null;
+        for (boolean skip : skipped) {
+            if (window.needsRefresh()) {
+                rates = window.refresh(applied);
+            }
+            float used = rates[(int) (applied - window.first())];
+            window.launched();
+            if (!skip) {
+                applied++;
+                assertEquals(djl.getNewValue((int) applied), used, "count " + applied);
+            }
+        }
+    }
+
+    @Test
+    void aCountTheLaunchesCannotExplainIsRefused() {
+        LearningRateWindow window = new LearningRateWindow(new Recording(), 0, AHEAD);
+        window.refresh(0);
+        window.launched();
+        IllegalStateException e =
+                assertThrows(IllegalStateException.class, () -> window.refresh(2));
+        assertTrue(e.getMessage().contains("2 applied steps"), e.getMessage());
+    }
+}
