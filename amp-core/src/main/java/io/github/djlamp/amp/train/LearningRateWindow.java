@@ -1,6 +1,7 @@
 package io.github.djlamp.amp.train;
 
 import ai.djl.training.tracker.Tracker;
+import io.github.djlamp.amp.AmpException;
 import java.util.Arrays;
 
 /**
@@ -78,7 +79,21 @@ final class LearningRateWindow {
         int kept = Math.toIntExact(evaluatedEnd - appliedSteps);
         System.arraycopy(rates, rates.length - kept, window, 0, kept);
         for (int i = kept; i < window.length; i++) {
-            window[i] = tracker.getNewValue(Math.toIntExact(beginNumUpdate + appliedSteps + i + 1));
+            int count = Math.toIntExact(beginNumUpdate + appliedSteps + i + 1);
+            window[i] = tracker.getNewValue(count);
+            if (!Float.isFinite(window[i])) {
+                throw new AmpException(
+                        "The learning rate tracker "
+                                + tracker.getClass().getName()
+                                + " returned "
+                                + window[i]
+                                + " for update "
+                                + count
+                                + ", which would make every weight NaN; fix the tracker (the fused"
+                                + " optimizer step asks it up to "
+                                + ahead
+                                + " updates ahead)");
+            }
         }
         rates = window;
         first = appliedSteps;

@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import ai.djl.training.tracker.Tracker;
+import io.github.djlamp.amp.AmpException;
 import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.Test;
@@ -98,6 +99,14 @@ class LearningRateWindowTest {
                 assertEquals(djl.getNewValue((int) applied), used, "count " + applied);
             }
         }
+    }
+
+    @Test
+    void aRateThatIsNotANumberIsRefusedWithItsUpdate() {
+        LearningRateWindow window =
+                new LearningRateWindow(n -> n == 3 ? Float.NaN : 0.1f, 0, AHEAD);
+        AmpException e = assertThrows(AmpException.class, () -> window.refresh(0));
+        assertTrue(e.getMessage().contains("NaN for update 3"), e.getMessage());
     }
 
     @Test
