@@ -72,18 +72,8 @@ class LearningRateWindowTest {
     void aTrackerWithForwardOnlyStateGivesDjlsRates() {
         // MultiFactorTracker moves its state forward as it is asked: asked ahead and then for an
         // earlier count, it would answer with the later value
-        Tracker fused =
-                Tracker.multiFactor()
-                        .setSteps(new int[] {2, 3})
-                        .optFactor(0.5f)
-                        .setBaseValue(1f)
-                        .build();
-        Tracker djl =
-                Tracker.multiFactor()
-                        .setSteps(new int[] {2, 3})
-                        .optFactor(0.5f)
-                        .setBaseValue(1f)
-                        .build();
+        Tracker fused = halvedAfterUpdates2And3();
+        Tracker djl = halvedAfterUpdates2And3();
         LearningRateWindow window = new LearningRateWindow(fused, 0, AHEAD);
         boolean[] skipped = {false, true, true, false, false, true, false, false, false, false};
         long applied = 0;
@@ -99,6 +89,14 @@ class LearningRateWindowTest {
                 assertEquals(djl.getNewValue((int) applied), used, "count " + applied);
             }
         }
+    }
+
+    private static Tracker halvedAfterUpdates2And3() {
+        return Tracker.multiFactor()
+                .setSteps(new int[] {2, 3})
+                .optFactor(0.5f)
+                .setBaseValue(1f)
+                .build();
     }
 
     @Test

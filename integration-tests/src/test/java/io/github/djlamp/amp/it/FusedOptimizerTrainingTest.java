@@ -139,14 +139,7 @@ class FusedOptimizerTrainingTest {
                                 FixedPerVarTracker.builder().setDefaultValue(0.05f).build())
                         .build();
         try (Model model = Model.newInstance("per-parameter", "PyTorch")) {
-            MixedPrecisionBlock block = Amp.wrap(model(), "mixed_float16");
-            model.setBlock(block);
-            AmpTrainingConfig config =
-                    Amp.configure(
-                            new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss())
-                                    .optOptimizer(perParameter),
-                            block,
-                            AmpOptions.builder().fusedOptimizer(FusedOptimizer.ON).build());
+            AmpTrainingConfig config = configure(model, perParameter, FusedOptimizer.ON);
             try (Trainer trainer = model.newTrainer(config)) {
                 assertFalse(
                         ((LossScalingOptimizer) config.getOptimizer()).isFused(),
@@ -201,24 +194,28 @@ class FusedOptimizerTrainingTest {
         train(adam, FusedOptimizer.ON, STEPS, Set.of(BAD_STEP));
     }
 
+    /** Mixed fp16 on the toy model, dynamic loss scaling from 1024, the fused path as asked. */
+    private static AmpTrainingConfig configure(
+            Model model, Optimizer optimizer, FusedOptimizer mode) {
+        MixedPrecisionBlock block = Amp.wrap(model(), "mixed_float16");
+        model.setBlock(block);
+        return Amp.configure(
+                new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss()).optOptimizer(optimizer),
+                block,
+                AmpOptions.builder()
+                        .lossScaling(LossScaling.dynamicBuilder().initScale(1024f).build())
+                        .fusedOptimizer(mode)
+                        .build());
+    }
+
     /** Trains custom-loop steps in mixed fp16; poisons one gradient at each of {@code badSteps}. */
     private static Map<String, Snapshots.Bits> train(
             Optimizer optimizer, FusedOptimizer mode, int steps, Set<Integer> badSteps) {
         Engine.getInstance().setRandomSeed(11);
         boolean fused = mode == FusedOptimizer.ON;
         try (Model model = Model.newInstance("fused", "PyTorch")) {
-            MixedPrecisionBlock block = Amp.wrap(model(), "mixed_float16");
-            model.setBlock(block);
-            AmpTrainingConfig config =
-                    Amp.configure(
-                            new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss())
-                                    .optOptimizer(optimizer),
-                            block,
-                            AmpOptions.builder()
-                                    .lossScaling(
-                                            LossScaling.dynamicBuilder().initScale(1024f).build())
-                                    .fusedOptimizer(mode)
-                                    .build());
+            AmpTrainingConfig config = configure(model, optimizer, mode);
+            MixedPrecisionBlock block = (MixedPrecisionBlock) model.getBlock();
             try (Trainer trainer = model.newTrainer(config);
                     NDManager data = trainer.getManager().newSubManager()) {
                 assertEquals(fused, ((LossScalingOptimizer) config.getOptimizer()).isFused());
