@@ -192,7 +192,7 @@ public final class MixedPrecisionBlock implements Block {
             trainingStore = parameterStore;
             BufferSnapshot snapshot = bufferSnapshot;
             if (snapshot != null) {
-                snapshot.take(parameterStore, original, inputs.head().getDevice());
+                snapshot.take(parameterStore, original, inputs.head().getDevice(), backend);
             }
         }
         Precision compute = r.policy.getComputePrecision();

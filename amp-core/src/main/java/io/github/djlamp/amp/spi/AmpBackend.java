@@ -164,6 +164,18 @@ public interface AmpBackend {
     void copy(NDList destinations, NDList sources);
 
     /**
+     * Where {@code foundInf} is non-zero, copies each saved array back into its live one in place,
+     * NaN and Inf included; otherwise leaves them as they are. Decided on the device ({@code
+     * where(foundInf != 0, saved, live)}, one call for the whole list, no host read); used to put
+     * back BatchNorm's running statistics when a step is skipped on the device.
+     *
+     * @param live the arrays to overwrite on a skip
+     * @param saved their values from before the step, one per live array, of the same shapes
+     * @param foundInf a one-element FP32 array on their device, non-zero to restore
+     */
+    void restoreWhere(NDList live, NDList saved, NDArray foundInf);
+
+    /**
      * Sets every element of every array to zero in place, NaN and Inf included ({@code
      * torch._foreach_zero_}); used to clear the gradients of a skipped step, which DJL never zeroes
      * outside its optimizers' native updates.

@@ -199,6 +199,14 @@ final class AmpKernelScript {
                             + ", dst: List[Tensor], src: List[Tensor]) -> None:",
                     "    torch._foreach_copy_(dst, src)",
                     "    return None",
+                    "  def restore_where_(self: __torch__."
+                            + CLASS_NAME
+                            + ", live: List[Tensor], saved: List[Tensor], found_inf: Tensor) ->"
+                            + " None:",
+                    "    skip = torch.ne(found_inf.reshape([]), 0.0)",
+                    "    for i in range(len(live)):",
+                    "      torch.where(skip, saved[i], live[i], out=live[i])",
+                    "    return None",
                     "  def zero_(self: __torch__." + CLASS_NAME + ", grads: List[Tensor]) -> None:",
                     "    torch._foreach_zero_(grads)",
                     "    return None",

@@ -271,6 +271,16 @@ final class AmpKernels {
         }
     }
 
+    void restoreWhere(PtNDArray[] live, PtNDArray[] saved, PtNDArray foundInf) {
+        try (IValue current = IValue.listFrom(live);
+                IValue before = IValue.listFrom(saved);
+                IValue found = IValue.from(foundInf);
+                IValue out =
+                        IValueUtils.runMethod(module, "restore_where_", current, before, found)) {
+            // In place; the result is None.
+        }
+    }
+
     void zero(PtNDArray[] arrays) {
         try (IValue list = IValue.listFrom(arrays);
                 IValue out = IValueUtils.runMethod(module, "zero_", list)) {

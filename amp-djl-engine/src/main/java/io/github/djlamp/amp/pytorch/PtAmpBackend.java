@@ -252,6 +252,25 @@ public final class PtAmpBackend implements AmpBackend {
 
     /** {@inheritDoc} */
     @Override
+    public void restoreWhere(NDList live, NDList saved, NDArray foundInf) {
+        if (live.size() != saved.size()) {
+            throw new AmpException(
+                    "restoreWhere needs one saved array per live array, got "
+                            + saved.size()
+                            + " for "
+                            + live.size());
+        }
+        if (!live.isEmpty()) {
+            kernels()
+                    .restoreWhere(
+                            requirePyTorch(live),
+                            requirePyTorch(saved),
+                            requireScalarFp32(foundInf, "foundInf"));
+        }
+    }
+
+    /** {@inheritDoc} */
+    @Override
     public void zero(NDList arrays) {
         if (!arrays.isEmpty()) {
             kernels().zero(requirePyTorch(arrays));

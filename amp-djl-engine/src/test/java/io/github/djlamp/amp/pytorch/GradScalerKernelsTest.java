@@ -90,6 +90,23 @@ class GradScalerKernelsTest {
         assertArrayEquals(new float[] {0f}, b.toFloatArray());
     }
 
+    @ParameterizedTest
+    @ValueSource(floats = {0f, 1f, 2f})
+    void restoreWherePutsTheSavedValuesBackOnlyOnASkip(float flag) {
+        NDArray mean = manager.create(new float[] {Float.NaN, Float.POSITIVE_INFINITY, 3f});
+        NDArray var = manager.create(new float[] {7f});
+        NDArray savedMean = manager.create(new float[] {1f, 2f, Float.NEGATIVE_INFINITY});
+        NDArray savedVar = manager.create(new float[] {Float.NaN});
+        float[] meanBefore = mean.toFloatArray();
+        backend.restoreWhere(
+                new NDList(mean, var),
+                new NDList(savedMean, savedVar),
+                manager.create(new float[] {flag}));
+        boolean skip = flag != 0f;
+        assertArrayEquals(skip ? savedMean.toFloatArray() : meanBefore, mean.toFloatArray());
+        assertEquals(skip ? Float.NaN : 7f, var.getFloat(0), "NaN and Inf copied bit for bit");
+    }
+
     @Test
     void malformedStateIsRejected() {
         NDList grads = gradients();

@@ -14,6 +14,7 @@ import io.github.djlamp.amp.spi.AmpBackends;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Predicate;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;
 import org.openjdk.jmh.annotations.Fork;
@@ -129,6 +130,20 @@ public class UnscaleBenchmark {
      * @return one shape per parameter that takes a gradient, in the block's order
      */
     public static List<Shape> gradientShapes(NDManager manager, String model) {
+        return parameterShapes(manager, model, Parameter::requiresGradient);
+    }
+
+    /**
+     * Returns the shapes of the parameters of DJL's {@link ResNetV1} with 10 classes that {@code
+     * which} accepts, by building and initializing the block on a temporary sub-manager.
+     *
+     * @param manager the manager whose engine initializes the block; nothing stays on it
+     * @param model {@code resnet18} (1x32x32 images) or {@code resnet50} (3x32x32 images)
+     * @param which the parameters to keep
+     * @return one shape per kept parameter, in the block's order
+     */
+    public static List<Shape> parameterShapes(
+            NDManager manager, String model, Predicate<Parameter> which) {
         Shape image;
         int layers;
         switch (model) {
@@ -149,7 +164,7 @@ public class UnscaleBenchmark {
         try (NDManager scratch = manager.newSubManager()) {
             block.initialize(scratch, DataType.FLOAT32, new Shape(1).addAll(image));
             for (Parameter parameter : block.getParameters().values()) {
-                if (parameter.requiresGradient()) {
+                if (which.test(parameter)) {
                     shapes.add(parameter.getArray().getShape());
                 }
             }

@@ -30,6 +30,7 @@ import io.github.djlamp.amp.Amp;
 import io.github.djlamp.amp.train.AmpSession;
 import java.util.LinkedHashMap;
 import java.util.Map;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
@@ -61,44 +62,63 @@ class SkippedStepTest {
     @ValueSource(floats = {Float.POSITIVE_INFINITY, Float.NEGATIVE_INFINITY, Float.NaN})
     void weightsAndRunningStatisticsSurviveAnOverflowingBatch(float poison) {
         Engine.getInstance().setRandomSeed(21);
-        try (Model model = Model.newInstance("bn", "PyTorch")) {
-            model.setBlock(
-                    Amp.wrap(
-                            new SequentialBlock()
-                                    .add(
-                                            Conv2d.builder()
-                                                    .setKernelShape(new Shape(3, 3))
-                                                    .setFilters(8)
-                                                    .build())
-                                    .add(BatchNorm.builder().build())
-                                    .add(Activation.reluBlock())
-                                    .add(Blocks.batchFlattenBlock())
-                                    .add(Linear.builder().setUnits(3).build()),
-                            "mixed_float16"));
-            DefaultTrainingConfig config =
-                    new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss())
-                            .optOptimizer(
-                                    Optimizer.adam()
-                                            .optLearningRateTracker(Tracker.fixed(0.01f))
-                                            .build());
-            try (Trainer trainer = model.newTrainer(Amp.configure(config, model.getBlock()))) {
-                trainer.initialize(new Shape(4, 1, 6, 6));
-                for (int i = 0; i < 3; i++) {
-                    step(trainer, 1f);
-                }
-                AmpSession amp = AmpSession.of(trainer);
-                long skipped = amp.getScaler().getSkippedSteps();
-                Map<String, float[]> before = state(model);
-                step(trainer, poison);
-                assertEquals(skipped + 1, amp.getScaler().getSkippedSteps());
-                Map<String, float[]> after = state(model);
-                for (String name : before.keySet()) {
-                    assertArrayEquals(before.get(name), after.get(name), name);
-                }
+        try (Model model = bnModel()) {
+            trainThenOverflow(model, poison);
+        }
+    }
+
+    /** The copies of the running statistics belong to one trainer: a second one makes its own. */
+    @Test
+    void aSecondTrainerOnTheSameModelStillRestoresTheRunningStatistics() {
+        Engine.getInstance().setRandomSeed(21);
+        try (Model model = bnModel()) {
+            trainThenOverflow(model, Float.POSITIVE_INFINITY);
+            trainThenOverflow(model, Float.NaN);
+        }
+    }
+
+    private static Model bnModel() {
+        Model model = Model.newInstance("bn", "PyTorch");
+        model.setBlock(
+                Amp.wrap(
+                        new SequentialBlock()
+                                .add(
+                                        Conv2d.builder()
+                                                .setKernelShape(new Shape(3, 3))
+                                                .setFilters(8)
+                                                .build())
+                                .add(BatchNorm.builder().build())
+                                .add(Activation.reluBlock())
+                                .add(Blocks.batchFlattenBlock())
+                                .add(Linear.builder().setUnits(3).build()),
+                        "mixed_float16"));
+        return model;
+    }
+
+    private static void trainThenOverflow(Model model, float poison) {
+        DefaultTrainingConfig config =
+                new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss())
+                        .optOptimizer(
+                                Optimizer.adam()
+                                        .optLearningRateTracker(Tracker.fixed(0.01f))
+                                        .build());
+        try (Trainer trainer = model.newTrainer(Amp.configure(config, model.getBlock()))) {
+            trainer.initialize(new Shape(4, 1, 6, 6));
+            for (int i = 0; i < 3; i++) {
                 step(trainer, 1f);
-                for (float v : state(model).get("02BatchNorm_runningVar")) {
-                    assertFalse(Float.isNaN(v) || Float.isInfinite(v), "running variance " + v);
-                }
+            }
+            AmpSession amp = AmpSession.of(trainer);
+            long skipped = amp.getScaler().getSkippedSteps();
+            Map<String, float[]> before = state(model);
+            step(trainer, poison);
+            assertEquals(skipped + 1, amp.getScaler().getSkippedSteps());
+            Map<String, float[]> after = state(model);
+            for (String name : before.keySet()) {
+                assertArrayEquals(before.get(name), after.get(name), name);
+            }
+            step(trainer, 1f);
+            for (float v : state(model).get("02BatchNorm_runningVar")) {
+                assertFalse(Float.isNaN(v) || Float.isInfinite(v), "running variance " + v);
             }
         }
     }
