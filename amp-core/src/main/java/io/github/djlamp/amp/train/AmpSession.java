@@ -716,6 +716,15 @@ public final class AmpSession implements AutoCloseable {
     }
 
     /**
+     * Returns the trainable parameters (requiresGradient), from a list kept between steps: walking
+     * DJL's block tree for them costs about 0.1 ms a step on ResNet-50.
+     */
+    List<Pair<String, Parameter>> trainableParameters() {
+        refreshTrainable();
+        return trainable;
+    }
+
+    /**
      * Lists the trainable parameters again when a requiresGradient flag changed since the last step
      * (a layer frozen or unfrozen mid-training) or the tree itself changed (a head replaced after
      * wrapping); otherwise a loop over cached flags.

@@ -191,9 +191,9 @@ final class FusedUpdate {
             NDList grads = new NDList();
             NDList first = new NDList();
             NDList second = new NDList();
-            for (Pair<String, Parameter> pair : session.getBlock().getParameters()) {
+            for (Pair<String, Parameter> pair : session.trainableParameters()) {
                 Parameter parameter = pair.getValue();
-                if (!parameter.requiresGradient() || !parameter.isInitialized()) {
+                if (!parameter.isInitialized()) {
                     continue;
                 }
                 NDArray weight =
