@@ -153,6 +153,7 @@ public final class PtAmpBackend implements AmpBackend {
             throw new AmpException("SGD without momentum takes no momentum buffers");
         }
         requireStepCount(appliedSteps);
+        requireRates(learningRate);
         if (weights.isEmpty()) {
             return;
         }
@@ -185,6 +186,7 @@ public final class PtAmpBackend implements AmpBackend {
         requireSameSize(weights, means, "first moments");
         requireSameSize(weights, variances, "second moments");
         requireStepCount(appliedSteps);
+        requireRates(learningRate);
         if (weights.isEmpty()) {
             return;
         }
@@ -208,6 +210,14 @@ public final class PtAmpBackend implements AmpBackend {
                         settings.isDecoupled(),
                         (PtNDArray) appliedSteps,
                         requireScalarFp32(foundInf, "foundInf"));
+    }
+
+    private static void requireRates(LearningRate learningRate) {
+        if (!learningRate.isFixed() && !(learningRate.getValues() instanceof PtNDArray)) {
+            throw new AmpException(
+                    "A per-step learning rate needs a PyTorch array of rates, got "
+                            + learningRate.getValues().getClass().getName());
+        }
     }
 
     private static void requireStepCount(NDArray appliedSteps) {
