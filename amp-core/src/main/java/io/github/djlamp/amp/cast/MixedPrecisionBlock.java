@@ -28,6 +28,7 @@ import java.io.IOException;
 import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Predicate;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -60,6 +61,7 @@ public final class MixedPrecisionBlock implements Block {
     private volatile BufferSnapshot bufferSnapshot;
     private volatile boolean mastersChecked;
     private volatile int treeVersion;
+    private final AtomicLong trainingForwards = new AtomicLong();
     private volatile Runnable beforeSave;
 
     /**
@@ -162,6 +164,16 @@ public final class MixedPrecisionBlock implements Block {
     }
 
     /**
+     * Returns how many training forward passes this block has run: new gradients can only have come
+     * from one of them.
+     *
+     * @return the count of forward passes with {@code training} true
+     */
+    public long getTrainingForwardCount() {
+        return trainingForwards.get();
+    }
+
+    /**
      * Makes every training forward copy the running statistics (BatchNorm) first, so that a step
      * skipped for overflow can restore them: djl-amp's trainer glue turns this on whenever steps
      * can be skipped.
@@ -189,6 +201,7 @@ public final class MixedPrecisionBlock implements Block {
         Resolved r = current(inputs.head().getDevice(), stepManager);
         requireFp32Masters();
         if (training) {
+            trainingForwards.incrementAndGet();
             trainingStore = parameterStore;
             BufferSnapshot snapshot = bufferSnapshot;
             if (snapshot != null) {

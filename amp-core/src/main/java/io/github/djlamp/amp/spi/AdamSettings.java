@@ -1,7 +1,5 @@
 package io.github.djlamp.amp.spi;
 
-import io.github.djlamp.amp.AmpException;
-
 /**
  * The hyper-parameters of one fused Adam or AdamW step, as DJL's {@code Adam} and {@code AdamW}
  * define them, apart from the learning rate ({@link LearningRate}).
@@ -13,7 +11,6 @@ public final class AdamSettings {
     private final float epsilon;
     private final float weightDecay;
     private final boolean decoupled;
-    private final int beginNumUpdate;
 
     /**
      * Creates the settings.
@@ -24,26 +21,14 @@ public final class AdamSettings {
      * @param weightDecay the weight decay
      * @param decoupled true for AdamW's decay ({@code w -= lr wd w} before the update), false for
      *     Adam's L2 term added to the gradient
-     * @param beginNumUpdate DJL's {@code beginNumUpdate}: the bias corrections use the step count
-     *     {@code beginNumUpdate + applied steps}
      */
     public AdamSettings(
-            float beta1,
-            float beta2,
-            float epsilon,
-            float weightDecay,
-            boolean decoupled,
-            int beginNumUpdate) {
-        if (beginNumUpdate < 0) {
-            throw new AmpException(
-                    "beginNumUpdate counts steps and cannot be negative, got " + beginNumUpdate);
-        }
+            float beta1, float beta2, float epsilon, float weightDecay, boolean decoupled) {
         this.beta1 = beta1;
         this.beta2 = beta2;
         this.epsilon = epsilon;
         this.weightDecay = weightDecay;
         this.decoupled = decoupled;
-        this.beginNumUpdate = beginNumUpdate;
     }
 
     /**
@@ -89,14 +74,5 @@ public final class AdamSettings {
      */
     public boolean isDecoupled() {
         return decoupled;
-    }
-
-    /**
-     * Returns DJL's offset of the step count used by the bias corrections.
-     *
-     * @return beginNumUpdate
-     */
-    public int getBeginNumUpdate() {
-        return beginNumUpdate;
     }
 }

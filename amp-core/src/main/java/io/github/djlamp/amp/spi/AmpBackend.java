@@ -101,18 +101,18 @@ public interface AmpBackend {
      * non-zero (PyTorch's {@code _fused_sgd_}; no host read). DJL's semantics: the gradient is
      * adjusted ({@link GradientAdjustment}), then {@code d = lr (g + wd w)}; without momentum
      * {@code w -= d}; with momentum {@code b = momentum b + d}, {@code w -= b}. For a constant
-     * learning rate the buffer holds {@code b / lr} instead, which is the same update. {@code
-     * appliedSteps} advances only when the step is not skipped. Every gradient is zeroed
-     * afterwards, skipped or not.
+     * learning rate the buffer holds {@code b / lr} instead, which is the same update. The counter
+     * advances only when the step is not skipped. Every gradient is zeroed afterwards, skipped or
+     * not.
      *
      * @param weights the parameters, updated in place
      * @param gradients their gradients, zeroed
      * @param momentumBuffers one zero-initialised buffer per weight; empty when momentum is 0
-     * @param learningRate the learning rate, constant or per applied step
+     * @param learningRate the learning rate, constant or per update count
      * @param weightDecay the L2 weight decay
      * @param momentum the momentum, 0 for none
      * @param adjustment DJL's rescaleGrad and clipGrad
-     * @param appliedSteps a one-element FLOAT64 array: the steps applied so far
+     * @param counter DJL's update count, which picks the rate of a per-step learning rate
      * @param foundInf a one-element FP32 array, non-zero to skip the step
      */
     void fusedSgdStep(
@@ -123,24 +123,24 @@ public interface AmpBackend {
             float weightDecay,
             float momentum,
             GradientAdjustment adjustment,
-            NDArray appliedSteps,
+            UpdateCounter counter,
             NDArray foundInf);
 
     /**
      * One fused Adam or AdamW step over every parameter with DJL's {@code Adam}/{@code AdamW}
      * semantics, skipped on the device when {@code foundInf} is non-zero (PyTorch's {@code
-     * _fused_adam_}; no host read). {@code appliedSteps} counts clean steps on the device and
-     * advances only when the step is not skipped; the bias corrections use {@code beginNumUpdate +
-     * appliedSteps}. Every gradient is zeroed afterwards, skipped or not.
+     * _fused_adam_}; no host read). The counter advances on the device only when the step is not
+     * skipped; the bias corrections use its count, as DJL's. Every gradient is zeroed afterwards,
+     * skipped or not.
      *
      * @param weights the parameters, updated in place
      * @param gradients their gradients, zeroed
      * @param means the first moments, one zero-initialised array per weight
      * @param variances the second moments, one zero-initialised array per weight
-     * @param learningRate the learning rate before bias correction, constant or per applied step
-     * @param settings betas, epsilon, weight decay and its kind, the step count's offset
+     * @param learningRate the learning rate before bias correction, constant or per update count
+     * @param settings betas, epsilon, weight decay and its kind
      * @param adjustment DJL's rescaleGrad and clipGrad
-     * @param appliedSteps a one-element FLOAT64 array: the steps applied so far
+     * @param counter DJL's update count, for the bias corrections and a per-step learning rate
      * @param foundInf a one-element FP32 array, non-zero to skip the step
      */
     void fusedAdamStep(
@@ -151,7 +151,7 @@ public interface AmpBackend {
             LearningRate learningRate,
             AdamSettings settings,
             GradientAdjustment adjustment,
-            NDArray appliedSteps,
+            UpdateCounter counter,
             NDArray foundInf);
 
     /**

@@ -5,21 +5,20 @@ import ai.djl.ndarray.types.DataType;
 import io.github.djlamp.amp.AmpException;
 
 /**
- * The learning rate of a fused optimizer step: a constant, or one value per count of applied steps,
- * looked up on the device by the step's own count. A schedule needs the count of steps actually
- * applied (DJL's optimizers do not count a skipped step), and once skips are decided on the device
- * only the device knows it.
+ * The learning rate of a fused optimizer step: a constant, or one value per DJL update count,
+ * looked up on the device by the step's own count ({@link UpdateCounter}). DJL's optimizers do not
+ * count a skipped step, and once skips are decided on the device only the device knows the count.
  */
 public final class LearningRate {
 
     private final float fixedValue;
     private final NDArray values;
-    private final long firstAppliedSteps;
+    private final long firstCount;
 
-    private LearningRate(float fixedValue, NDArray values, long firstAppliedSteps) {
+    private LearningRate(float fixedValue, NDArray values, long firstCount) {
         this.fixedValue = fixedValue;
         this.values = values;
-        this.firstAppliedSteps = firstAppliedSteps;
+        this.firstCount = firstCount;
     }
 
     /**
@@ -33,15 +32,15 @@ public final class LearningRate {
     }
 
     /**
-     * A learning rate that depends on how many steps were applied before the step: {@code
-     * values[i]} is the rate of the step taken after {@code firstAppliedSteps + i} applied steps.
-     * Counts outside the table take its nearest end; the caller keeps the table ahead of the count.
+     * A learning rate that depends on DJL's update count: {@code values[i]} is the rate of the
+     * update whose count is {@code firstCount + i}. Counts outside the table take its nearest end;
+     * the caller keeps the table ahead of the count.
      *
      * @param values a one-dimensional FLOAT32 array on the weights' device
-     * @param firstAppliedSteps the count of applied steps that {@code values[0]} is for
+     * @param firstCount the update count that {@code values[0]} is for
      * @return the learning rate
      */
-    public static LearningRate perAppliedStep(NDArray values, long firstAppliedSteps) {
+    public static LearningRate perUpdateCount(NDArray values, long firstCount) {
         if (values.getDataType() != DataType.FLOAT32
                 || values.getShape().dimension() != 1
                 || values.size() == 0) {
@@ -52,12 +51,11 @@ public final class LearningRate {
                             + " "
                             + values.getShape());
         }
-        if (firstAppliedSteps < 0) {
+        if (firstCount < 0) {
             throw new AmpException(
-                    "firstAppliedSteps counts steps and cannot be negative, got "
-                            + firstAppliedSteps);
+                    "firstCount counts updates and cannot be negative, got " + firstCount);
         }
-        return new LearningRate(Float.NaN, values, firstAppliedSteps);
+        return new LearningRate(Float.NaN, values, firstCount);
     }
 
     /**
@@ -88,11 +86,11 @@ public final class LearningRate {
     }
 
     /**
-     * Returns the count of applied steps that the first per-step rate is for.
+     * Returns the update count that the first per-step rate is for.
      *
      * @return the count, 0 for a fixed rate
      */
-    public long getFirstAppliedSteps() {
-        return firstAppliedSteps;
+    public long getFirstCount() {
+        return firstCount;
     }
 }

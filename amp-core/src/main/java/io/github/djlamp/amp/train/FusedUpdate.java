@@ -4,8 +4,6 @@ import ai.djl.Device;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
-import ai.djl.ndarray.types.DataType;
-import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Parameter;
 import ai.djl.training.ParameterStore;
 import ai.djl.training.optimizer.Adam;
@@ -19,9 +17,12 @@ import io.github.djlamp.amp.spi.AdamSettings;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.GradientAdjustment;
 import io.github.djlamp.amp.spi.LearningRate;
+import io.github.djlamp.amp.spi.UpdateCounter;
 import java.lang.reflect.Field;
+import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
+import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import org.slf4j.Logger;
@@ -32,12 +33,12 @@ import org.slf4j.LoggerFactory;
  * gradients overflowed, in place of DJL's one native update per parameter.
  *
  * <p>Covers DJL's {@link Sgd} (with and without momentum), {@link Adam} and {@link AdamW} on one
- * device, with any {@link Tracker} as learning rate (a schedule is looked up on the device by its
- * count of applied steps, {@link LearningRateWindow}), and DJL's rescaleGrad, clipGrad and
- * beginNumUpdate; {@link #plan(Optimizer)} says why anything else keeps DJL's own per-parameter
- * update. The optimizer's settings are read from DJL 0.35.1's private fields (DJL exposes none of
- * them). The state (momentum, moments, the count of applied steps) is this class's own: once fused,
- * always fused.
+ * device, with any {@link Tracker} as learning rate (a schedule is looked up on the device by DJL's
+ * update count, {@link FusedUpdateCount}, {@link LearningRateWindow}), and DJL's rescaleGrad,
+ * clipGrad and beginNumUpdate; {@link #plan(Optimizer)} says why anything else keeps DJL's own
+ * per-parameter update. The optimizer's settings are read from DJL 0.35.1's private fields (DJL
+ * exposes none of them). The state (momentum, moments, the update count) is this class's own: once
+ * fused, always fused.
  */
 final class FusedUpdate {
 
@@ -62,9 +63,10 @@ final class FusedUpdate {
     private final float fixedRate;
     private final LearningRateWindow schedule;
     private final Map<String, NDArray[]> state = new HashMap<>();
-    private NDArray appliedSteps;
+    private final FusedUpdateCount counter;
     private NDArray rates;
     private final Set<String> seenThisStep = new HashSet<>();
+    private long forwardsAtLaunch = -1;
 
     private FusedUpdate(
             Kind kind,
@@ -79,6 +81,7 @@ final class FusedUpdate {
         this.momentum = momentum;
         this.adam = adam;
         this.adjustment = adjustment;
+        this.counter = new FusedUpdateCount(beginNumUpdate);
         if (tracker.getClass() == FIXED_TRACKER) {
             fixedRate = tracker.getNewValue("", 1);
             schedule = null;
@@ -123,8 +126,7 @@ final class FusedUpdate {
                             (float) field(optimizer, "beta2"),
                             (float) field(optimizer, "epsilon"),
                             wd,
-                            kind == Kind.ADAMW,
-                            begin);
+                            kind == Kind.ADAMW);
             return new FusedUpdate(kind, tracker, wd, 0f, adam, adjustment, begin);
         } catch (ReflectiveOperationException | RuntimeException e) {
             logger.info(
@@ -165,24 +167,28 @@ final class FusedUpdate {
 
     /**
      * Runs the fused step for every parameter at the first call of a step; later calls of the same
-     * step do nothing. DJL calls the optimizer once per trained parameter per step: a parameter
-     * seen again starts the next step. (No counter of the session or scaler serves: EasyTrain moves
-     * the scale before the optimizer step, a custom loop and the epoch's flush after it, and a bf16
-     * custom loop calls {@code trainer.step()} with no scaler call at all.)
+     * step do nothing. DJL calls the optimizer once per parameter of its store per step (which may
+     * include parameters no longer in the tree, a replaced head's), so a call starts a new step
+     * when a training forward pass ran since the last launch (also when the trained layers changed
+     * in between), or when its parameter was seen already (a step with no forward pass). (No
+     * counter of the session or scaler serves: EasyTrain moves the scale before the optimizer step,
+     * a custom loop and the epoch's flush after it, and a bf16 custom loop calls {@code
+     * trainer.step()} with no scaler call at all.)
      *
      * @param session the session, for the parameters, the backend and the overflow flag
      * @param device the device of the weights
      * @param parameterId the parameter DJL is updating
      */
     void update(AmpSession session, Device device, String parameterId) {
-        boolean newStep = seenThisStep.isEmpty() || seenThisStep.contains(parameterId);
-        if (newStep) {
-            seenThisStep.clear();
-        }
-        seenThisStep.add(parameterId);
+        long forwards = session.getBlock().getTrainingForwardCount();
+        boolean newStep = forwards != forwardsAtLaunch || seenThisStep.contains(parameterId);
         if (!newStep) {
+            seenThisStep.add(parameterId);
             return;
         }
+        seenThisStep.clear();
+        seenThisStep.add(parameterId);
+        forwardsAtLaunch = forwards;
         AmpBackend backend = session.getBackend();
         NDArray foundInf = session.getScaler().getFoundInfArray();
         ParameterStore store = session.getBlock().getTrainingStore();
@@ -191,6 +197,7 @@ final class FusedUpdate {
             NDList grads = new NDList();
             NDList first = new NDList();
             NDList second = new NDList();
+            List<String> ids = new ArrayList<>();
             for (Pair<String, Parameter> pair : session.trainableParameters()) {
                 Parameter parameter = pair.getValue();
                 if (!parameter.isInitialized()) {
@@ -204,6 +211,7 @@ final class FusedUpdate {
                 grad.attach(scope);
                 weights.add(weight);
                 grads.add(grad);
+                ids.add(parameter.getId());
                 NDArray[] buffers = state.computeIfAbsent(parameter.getId(), k -> newState(weight));
                 if (buffers.length > 0) {
                     first.add(buffers[0]);
@@ -215,11 +223,8 @@ final class FusedUpdate {
             if (weights.isEmpty()) {
                 return;
             }
-            if (appliedSteps == null) {
-                // lives as long as the moments, on the model's manager
-                appliedSteps =
-                        weights.get(0).getManager().zeros(new Shape(), DataType.FLOAT64, device);
-            }
+            // lives as long as the moments, on the model's manager
+            UpdateCounter count = counter.forLaunch(ids, weights.get(0).getManager(), device);
             LearningRate rate = learningRate(backend, scope);
             if (kind == Kind.SGD) {
                 backend.fusedSgdStep(
@@ -230,19 +235,11 @@ final class FusedUpdate {
                         weightDecay,
                         momentum,
                         adjustment,
-                        appliedSteps,
+                        count,
                         foundInf);
             } else {
                 backend.fusedAdamStep(
-                        weights,
-                        grads,
-                        first,
-                        second,
-                        rate,
-                        adam,
-                        adjustment,
-                        appliedSteps,
-                        foundInf);
+                        weights, grads, first, second, rate, adam, adjustment, count, foundInf);
             }
             if (schedule != null) {
                 schedule.launched();
@@ -252,33 +249,34 @@ final class FusedUpdate {
 
     /**
      * The rate of this launch: the fixed one, or the schedule's window on the device, refreshed
-     * with one host read of the count of applied steps when the launch may run past it.
+     * with one host read of the update count when the launch may run past it.
      */
     private LearningRate learningRate(AmpBackend backend, NDManager scope) {
         if (schedule == null) {
             return LearningRate.fixed(fixedRate);
         }
         if (schedule.needsRefresh()) {
-            float[] window = schedule.refresh(readCount(backend, scope));
-            NDManager owner = appliedSteps.getManager();
+            NDArray count = counter.count();
+            float[] window = schedule.refresh(readCount(backend, count, scope));
+            NDManager owner = count.getManager();
             if (rates != null) {
                 rates.close();
             }
             // made on the count's device directly, owned like the count
-            try (NDManager onDevice = owner.newSubManager(appliedSteps.getDevice())) {
+            try (NDManager onDevice = owner.newSubManager(count.getDevice())) {
                 rates = onDevice.create(window);
                 rates.attach(owner);
             }
         }
-        return LearningRate.perAppliedStep(rates, schedule.first());
+        return LearningRate.perUpdateCount(rates, schedule.first());
     }
 
     /**
      * Reads the device's FLOAT64 count exactly: a float holds whole numbers up to 2^24 only, so the
      * count is read as two such parts.
      */
-    private long readCount(AmpBackend backend, NDManager scope) {
-        NDArray count = appliedSteps.duplicate();
+    private static long readCount(AmpBackend backend, NDArray deviceCount, NDManager scope) {
+        NDArray count = deviceCount.duplicate();
         count.attach(scope);
         NDArray high = count.div(TWO_TO_24).floor();
         NDArray low = count.sub(high.mul(TWO_TO_24));
@@ -292,9 +290,9 @@ final class FusedUpdate {
         return buffers == null ? new NDList() : new NDList(buffers);
     }
 
-    /** The device count of applied steps, or null before the first step. */
+    /** DJL's update count on the device, or null before the first step. */
     NDArray stepCount() {
-        return appliedSteps;
+        return counter.count();
     }
 
     private NDArray[] newState(NDArray weight) {

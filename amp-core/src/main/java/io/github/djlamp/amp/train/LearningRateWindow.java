@@ -7,28 +7,30 @@ import java.util.Arrays;
 /**
  * DJL's learning rate tracker for fused steps, evaluated on the host a window ahead of the device.
  *
- * <p>DJL's optimizers ask their tracker for the rate of update {@code beginNumUpdate + n}, where
- * {@code n} counts applied steps; a skipped step is not counted. When skips are decided on the
- * device, the host no longer knows {@code n}, only an upper bound: the count read at the last
- * refresh plus the steps launched since. So the host hands the device the rates of a window of
- * counts, and the device picks the one of its own count. When the bound may run past the window,
- * the caller reads the device's count (one host read per {@link #AHEAD} steps at most) and
- * refreshes.
+ * <p>DJL's optimizers ask their tracker for the rate of their update count ({@link
+ * io.github.djlamp.amp.spi.UpdateCounter}), which a skipped step does not advance. When skips are
+ * decided on the device, the host no longer knows the count, only bounds: a launch's count is at
+ * least the count read at the last refresh and at most that plus one per launch since. So the host
+ * hands the device the rates of a window of counts, and the device picks the one of its own count.
+ * When the bound may run past the window, the caller reads the device's count (one host read per
+ * {@link #AHEAD} steps at most) and refreshes.
  *
  * <p>Each count is asked of the tracker once, in increasing order, as DJL itself does: trackers
  * with state that only moves forward ({@code MultiFactorTracker}) give DJL's values. A tracker is
- * asked up to {@link #AHEAD} steps before the step that uses its answer.
+ * asked up to {@link #AHEAD} steps before the step that uses its answer, and never for a count
+ * below DJL's first, {@code beginNumUpdate + 1}.
  */
 final class LearningRateWindow {
 
-    /** How many steps ahead of the device's count the host evaluates the tracker. */
+    /** How many updates ahead of the device's count the host evaluates the tracker. */
     static final int AHEAD = 256;
 
     private final Tracker tracker;
-    private final int beginNumUpdate;
+    private final long lowest;
     private final int ahead;
     private float[] rates = new float[0];
     private long first;
+    private long countAtRefresh;
     private long launchesSinceRefresh;
     private boolean refreshed;
 
@@ -37,50 +39,52 @@ final class LearningRateWindow {
     }
 
     LearningRateWindow(Tracker tracker, int beginNumUpdate, int ahead) {
-        if (ahead < 1) {
-            throw new IllegalArgumentException("ahead must be at least 1, got " + ahead);
+        if (ahead < 2) {
+            throw new IllegalArgumentException("ahead must be at least 2, got " + ahead);
         }
         this.tracker = tracker;
-        this.beginNumUpdate = beginNumUpdate;
+        this.lowest = beginNumUpdate + 1L;
         this.ahead = ahead;
     }
 
     /**
-     * Returns whether the next launch may find a count of applied steps past the window: then the
-     * caller reads the count and calls {@link #refresh(long)} before launching.
+     * Returns whether the next launch's count may lie past the window: then the caller reads the
+     * device's count and calls {@link #refresh(long)} before launching.
      *
      * @return true before the first launch and whenever the window may be exhausted
      */
     boolean needsRefresh() {
-        return !refreshed || launchesSinceRefresh >= rates.length;
+        return !refreshed || countAtRefresh + launchesSinceRefresh + 1 >= first + rates.length;
     }
 
     /**
-     * Moves the window to start at the device's count of applied steps and evaluates the tracker
-     * for every count not asked before, up to {@link #AHEAD} past it.
+     * Moves the window to start at the device's count (or DJL's first count, if higher) and
+     * evaluates the tracker for every count not asked before, up to {@link #AHEAD} past it.
      *
-     * @param appliedSteps the device's count of applied steps, read on the host
-     * @return the rates of counts {@code appliedSteps, appliedSteps + 1, ...}
+     * @param count the device's update count, read on the host
+     * @return the rates of counts {@link #first()}, {@code first() + 1}, ...
      */
-    float[] refresh(long appliedSteps) {
-        if (refreshed && (appliedSteps < first || appliedSteps > first + launchesSinceRefresh)) {
+    float[] refresh(long count) {
+        if (refreshed
+                && (count < countAtRefresh || count > countAtRefresh + launchesSinceRefresh)) {
             throw new IllegalStateException(
-                    "The device counts "
-                            + appliedSteps
-                            + " applied steps, outside the "
-                            + first
+                    "The device's update count is "
+                            + count
+                            + ", outside the "
+                            + countAtRefresh
                             + ".."
-                            + (first + launchesSinceRefresh)
+                            + (countAtRefresh + launchesSinceRefresh)
                             + " that the launches since the last refresh allow");
         }
-        long evaluatedEnd = refreshed ? first + rates.length : appliedSteps;
-        long end = Math.max(evaluatedEnd, appliedSteps + ahead);
-        float[] window = new float[Math.toIntExact(end - appliedSteps)];
-        int kept = Math.toIntExact(evaluatedEnd - appliedSteps);
+        long start = Math.max(count, lowest);
+        long evaluatedEnd = refreshed ? first + rates.length : start;
+        long end = Math.max(evaluatedEnd, start + ahead);
+        float[] window = new float[Math.toIntExact(end - start)];
+        int kept = Math.toIntExact(evaluatedEnd - start);
         System.arraycopy(rates, rates.length - kept, window, 0, kept);
         for (int i = kept; i < window.length; i++) {
-            int count = Math.toIntExact(beginNumUpdate + appliedSteps + i + 1);
-            window[i] = tracker.getNewValue(count);
+            int updateCount = Math.toIntExact(start + i);
+            window[i] = tracker.getNewValue(updateCount);
             if (!Float.isFinite(window[i])) {
                 throw new AmpException(
                         "The learning rate tracker "
@@ -88,7 +92,7 @@ final class LearningRateWindow {
                                 + " returned "
                                 + window[i]
                                 + " for update "
-                                + count
+                                + updateCount
                                 + ", which would make every weight NaN; fix the tracker (the fused"
                                 + " optimizer step asks it up to "
                                 + ahead
@@ -96,7 +100,8 @@ final class LearningRateWindow {
             }
         }
         rates = window;
-        first = appliedSteps;
+        first = start;
+        countAtRefresh = count;
         launchesSinceRefresh = 0;
         refreshed = true;
         return Arrays.copyOf(window, window.length);
@@ -108,7 +113,7 @@ final class LearningRateWindow {
     }
 
     /**
-     * Returns the count of applied steps that the window's first rate is for.
+     * Returns the update count that the window's first rate is for.
      *
      * @return the count
      */

@@ -99,9 +99,10 @@ public final class LossScalingOptimizer extends Optimizer {
     }
 
     /**
-     * Returns the fused path's device count of applied (not skipped) steps, a one-element FLOAT64
-     * array owned by this optimizer: what a learning rate schedule and Adam's bias corrections are
-     * computed from, as DJL's own optimizers count.
+     * Returns the fused path's device copy of DJL's update count, a one-element FLOAT64 array owned
+     * by this optimizer: as DJL's optimizers count, the largest count of applied (not skipped)
+     * steps of any parameter so far, plus beginNumUpdate; a learning rate schedule and Adam's bias
+     * corrections are computed from it.
      *
      * @return the count, or null before the first step or when not fused
      */

@@ -14,8 +14,8 @@ import org.junit.jupiter.api.Test;
 
 /**
  * The host's side of a learning rate schedule on the fused path: the rates handed to the device are
- * DJL's for the device's count of applied steps, whatever the skips, and the tracker is asked each
- * count once, in order.
+ * DJL's for the device's update count, whatever the skips, and the tracker is asked each count
+ * once, in order.
  */
 class LearningRateWindowTest {
 
@@ -38,7 +38,7 @@ class LearningRateWindowTest {
         LearningRateWindow window = new LearningRateWindow(tracker, 10, AHEAD);
         assertTrue(window.needsRefresh(), "nothing on the device before the first launch");
         assertArrayEquals(new float[] {5.5f, 6f, 6.5f, 7f}, window.refresh(0));
-        assertEquals(0, window.first());
+        assertEquals(11, window.first(), "DJL's first update is beginNumUpdate + 1");
     }
 
     @Test
@@ -49,7 +49,7 @@ class LearningRateWindowTest {
             assertFalse(window.needsRefresh(), "launch " + i + " fits");
             window.launched();
         }
-        assertTrue(window.needsRefresh(), "a fifth launch may find count 4, past the window");
+        assertTrue(window.needsRefresh(), "a fifth launch may reach count 5, past the window");
     }
 
     @Test
@@ -60,12 +60,12 @@ class LearningRateWindowTest {
         for (int i = 0; i < AHEAD; i++) {
             window.launched();
         }
-        // two of the four launches were skipped on the device
+        // two of the four launches were skipped on the device: its count is 2, and the next
+        // update's count is 2 or 3 (2 when the parameters it trains are behind the count)
         float[] rates = window.refresh(2);
         assertEquals(2, window.first());
-        assertArrayEquals(new float[] {1.5f, 2f, 2.5f, 3f}, rates);
-        assertEquals(
-                List.of(1, 2, 3, 4, 5, 6), tracker.asked, "counts 3 and 4 kept, not asked again");
+        assertArrayEquals(new float[] {1f, 1.5f, 2f, 2.5f}, rates);
+        assertEquals(List.of(1, 2, 3, 4, 5), tracker.asked, "counts 2 to 4 kept, not asked again");
     }
 
     @Test
@@ -76,17 +76,17 @@ class LearningRateWindowTest {
         Tracker djl = halvedAfterUpdates2And3();
         LearningRateWindow window = new LearningRateWindow(fused, 0, AHEAD);
         boolean[] skipped = {false, true, true, false, false, true, false, false, false, false};
-        long applied = 0;
+        long count = 0;
         float[] rates = null;
         for (boolean skip : skipped) {
             if (window.needsRefresh()) {
-                rates = window.refresh(applied);
+                rates = window.refresh(count);
             }
-            float used = rates[(int) (applied - window.first())];
             window.launched();
             if (!skip) {
-                applied++;
-                assertEquals(djl.getNewValue((int) applied), used, "count " + applied);
+                count++;
+                float used = rates[(int) (count - window.first())];
+                assertEquals(djl.getNewValue((int) count), used, "count " + count);
             }
         }
     }
@@ -114,6 +114,6 @@ class LearningRateWindowTest {
         window.launched();
         IllegalStateException e =
                 assertThrows(IllegalStateException.class, () -> window.refresh(2));
-        assertTrue(e.getMessage().contains("2 applied steps"), e.getMessage());
+        assertTrue(e.getMessage().contains("update count is 2"), e.getMessage());
     }
 }

@@ -79,12 +79,25 @@ final class AmpKernelScript {
                     "    if clip >= 0.0:",
                     "      torch._foreach_clamp_max_(grads, clip)",
                     "    return None",
-                    // the rate of the step after `step` applied steps, from the host's table
+                    // DJL's Optimizer.updateCount: each trained parameter counts its applied
+                    // steps, and an update's count is the largest count so far plus
+                    // beginNumUpdate; a skipped step counts nothing. Returns the step's count.
+                    "  def count_(self: __torch__."
+                            + CLASS_NAME
+                            + ", counts: Tensor, trained: Tensor, count: Tensor, begin: float,"
+                            + " clean: Tensor) -> Tensor:",
+                    "    counts.add_(trained * clean)",
+                    "    top = torch.max(counts * trained) + begin",
+                    "    now = count.reshape([])",
+                    "    now = torch.where(torch.gt(clean, 0.0), torch.maximum(now, top), now)",
+                    "    count.copy_(now.reshape(count.shape))",
+                    "    return now",
+                    // the rate of the update whose count is `count`, from the host's table
                     "  def rate_(self: __torch__."
                             + CLASS_NAME
-                            + ", values: Tensor, first: float, step: Tensor) -> Tensor:",
+                            + ", values: Tensor, first: float, count: Tensor) -> Tensor:",
                     "    last = float(values.size(0) - 1)",
-                    "    index = torch.clamp(step.reshape([]) - first, 0.0, last)",
+                    "    index = torch.clamp(count - first, 0.0, last)",
                     "    picked = torch.index_select(values, 0, torch.to(index, "
                             + LONG
                             + ").reshape([1]))",
@@ -93,10 +106,12 @@ final class AmpKernelScript {
                             + CLASS_NAME
                             + ", params: List[Tensor], grads: List[Tensor], bufs: List[Tensor],"
                             + " lr: float, lr_values: List[Tensor], lr_first: float, weight_decay:"
-                            + " float, momentum: float, rescale: float, clip: float, step: Tensor,"
-                            + " found_inf: Tensor) -> None:",
+                            + " float, momentum: float, rescale: float, clip: float, counts: Tensor,"
+                            + " trained: Tensor, count: Tensor, begin: float, found_inf: Tensor) ->"
+                            + " None:",
                     "    skip = torch.to(torch.ne(found_inf, 0.0), " + FLOAT + ").reshape([])",
                     "    self.adjust_(grads, rescale, clip)",
+                    "    n = self.count_(counts, trained, count, begin, 1.0 - skip)",
                     "    if len(lr_values) == 0:",
                     "      torch._fused_sgd_(params, grads, bufs, weight_decay=weight_decay,"
                             + " momentum=momentum, lr=lr, dampening=0.0, nesterov=False,"
@@ -104,7 +119,7 @@ final class AmpKernelScript {
                             + " found_inf=skip)",
                     "    else:",
                     // DJL's Sgd puts the rate into the momentum: b = m b + rate (g + wd w)
-                    "      rate = self.rate_(lr_values[0], lr_first, step)",
+                    "      rate = self.rate_(lr_values[0], lr_first, n)",
                     "      if weight_decay != 0.0:",
                     "        torch._foreach_add_(grads, params, alpha=weight_decay)",
                     "      torch._foreach_mul_(grads, rate)",
@@ -112,30 +127,30 @@ final class AmpKernelScript {
                             + " momentum=momentum, lr=1.0, dampening=0.0, nesterov=False,"
                             + " maximize=False, is_first_step=False, grad_scale=None,"
                             + " found_inf=skip)",
-                    "    step.add_(torch.to(1.0 - skip, step.dtype))",
                     "    torch._foreach_zero_(grads)",
                     "    return None",
                     // DJL's Adam: w -= lr_t * m / (sqrt(v) + eps), lr_t = lr sqrt(1 - b2^t) / (1 -
-                    // b1^t), t = beginNumUpdate + applied steps. The kernel's own bias corrections
-                    // are made 1 by a huge step count and lr_t is handed over as a device tensor
-                    // from a device step counter that advances on clean steps only. DJL's AdamW
-                    // decays by lr * wd before the update, which the kernel's AdamW (lr_t * wd)
-                    // does not: done here instead.
+                    // b1^t), t = DJL's update count. The kernel's own bias corrections are made 1
+                    // by a huge step count and lr_t is handed over as a device tensor from the
+                    // device count, which advances on clean steps only. DJL's AdamW decays by lr *
+                    // wd before the update, which the kernel's AdamW (lr_t * wd) does not: done
+                    // here instead.
                     "  def fused_adam_(self: __torch__."
                             + CLASS_NAME
                             + ", params: List[Tensor], grads: List[Tensor], exp_avgs:"
                             + " List[Tensor], exp_avg_sqs: List[Tensor], lr: float, lr_values:"
                             + " List[Tensor], lr_first: float, beta1: float, beta2: float, eps:"
-                            + " float, weight_decay: float, decoupled: bool, begin: float, rescale:"
-                            + " float, clip: float, step: Tensor, found_inf: Tensor) -> None:",
+                            + " float, weight_decay: float, decoupled: bool, rescale: float, clip:"
+                            + " float, counts: Tensor, trained: Tensor, count: Tensor, begin: float,"
+                            + " found_inf: Tensor) -> None:",
                     "    skip = torch.to(torch.ne(found_inf, 0.0), " + FLOAT + ").reshape([])",
                     "    clean = 1.0 - skip",
                     "    self.adjust_(grads, rescale, clip)",
+                    "    n = self.count_(counts, trained, count, begin, clean)",
                     "    rate = torch.full_like(skip, lr)",
                     "    if len(lr_values) > 0:",
-                    "      rate = self.rate_(lr_values[0], lr_first, step)",
-                    "    step.add_(torch.to(clean, step.dtype))",
-                    "    t = torch.clamp_min(step.reshape([]) + begin, 1.0)",
+                    "      rate = self.rate_(lr_values[0], lr_first, n)",
+                    "    t = torch.clamp_min(n, 1.0)",
                     "    lr_t = rate * torch.sqrt(1.0 - torch.pow(beta2, t)) / (1.0 -"
                             + " torch.pow(beta1, t))",
                     "    l2 = weight_decay",

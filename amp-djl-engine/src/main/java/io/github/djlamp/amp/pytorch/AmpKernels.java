@@ -14,6 +14,7 @@ import io.github.djlamp.amp.AmpException;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.spi.LearningRate;
 import io.github.djlamp.amp.spi.MemoryLayout;
+import io.github.djlamp.amp.spi.UpdateCounter;
 import java.io.ByteArrayInputStream;
 import java.io.IOException;
 import java.util.Map;
@@ -135,19 +136,22 @@ final class AmpKernels {
             PtNDArray[] momentumBuffers,
             LearningRate learningRate,
             double[] hyper,
-            PtNDArray appliedSteps,
+            UpdateCounter counter,
             PtNDArray foundInf) {
         try (IValue params = IValue.listFrom(weights);
                 IValue grads = IValue.listFrom(gradients);
                 IValue bufs = IValue.listFrom(momentumBuffers);
                 IValue lr = IValue.from((double) learningRate.getFixedValue());
                 IValue lrValues = rateTable(learningRate);
-                IValue lrFirst = IValue.from((double) learningRate.getFirstAppliedSteps());
+                IValue lrFirst = IValue.from((double) learningRate.getFirstCount());
                 IValue wd = IValue.from(hyper[0]);
                 IValue m = IValue.from(hyper[1]);
                 IValue rescale = IValue.from(hyper[2]);
                 IValue clip = IValue.from(hyper[3]);
-                IValue step = IValue.from(appliedSteps);
+                IValue counts = IValue.from((PtNDArray) counter.getPerParameter());
+                IValue trained = IValue.from((PtNDArray) counter.getTrained());
+                IValue count = IValue.from((PtNDArray) counter.getCount());
+                IValue begin = IValue.from((double) counter.getBeginNumUpdate());
                 IValue found = IValue.from(foundInf);
                 IValue out =
                         IValueUtils.runMethod(
@@ -163,13 +167,16 @@ final class AmpKernels {
                                 m,
                                 rescale,
                                 clip,
-                                step,
+                                counts,
+                                trained,
+                                count,
+                                begin,
                                 found)) {
             // In place; the result is None.
         }
     }
 
-    /** hyper: beta1, beta2, epsilon, weight decay, beginNumUpdate, rescale, clip. */
+    /** hyper: beta1, beta2, epsilon, weight decay, rescale, clip. */
     void fusedAdam(
             PtNDArray[] weights,
             PtNDArray[] gradients,
@@ -178,7 +185,7 @@ final class AmpKernels {
             LearningRate learningRate,
             double[] hyper,
             boolean decoupled,
-            PtNDArray appliedSteps,
+            UpdateCounter counter,
             PtNDArray foundInf) {
         try (IValue params = IValue.listFrom(weights);
                 IValue grads = IValue.listFrom(gradients);
@@ -186,16 +193,18 @@ final class AmpKernels {
                 IValue v = IValue.listFrom(variances);
                 IValue lr = IValue.from((double) learningRate.getFixedValue());
                 IValue lrValues = rateTable(learningRate);
-                IValue lrFirst = IValue.from((double) learningRate.getFirstAppliedSteps());
+                IValue lrFirst = IValue.from((double) learningRate.getFirstCount());
                 IValue beta1 = IValue.from(hyper[0]);
                 IValue beta2 = IValue.from(hyper[1]);
                 IValue eps = IValue.from(hyper[2]);
                 IValue wd = IValue.from(hyper[3]);
                 IValue adamw = IValue.from(decoupled);
-                IValue begin = IValue.from(hyper[4]);
-                IValue rescale = IValue.from(hyper[5]);
-                IValue clip = IValue.from(hyper[6]);
-                IValue step = IValue.from(appliedSteps);
+                IValue rescale = IValue.from(hyper[4]);
+                IValue clip = IValue.from(hyper[5]);
+                IValue counts = IValue.from((PtNDArray) counter.getPerParameter());
+                IValue trained = IValue.from((PtNDArray) counter.getTrained());
+                IValue count = IValue.from((PtNDArray) counter.getCount());
+                IValue begin = IValue.from((double) counter.getBeginNumUpdate());
                 IValue found = IValue.from(foundInf);
                 IValue out =
                         IValueUtils.runMethod(
@@ -213,10 +222,12 @@ final class AmpKernels {
                                 eps,
                                 wd,
                                 adamw,
-                                begin,
                                 rescale,
                                 clip,
-                                step,
+                                counts,
+                                trained,
+                                count,
+                                begin,
                                 found)) {
             // In place; the result is None.
         }

@@ -16,6 +16,7 @@ import io.github.djlamp.amp.spi.DeviceScaleState;
 import io.github.djlamp.amp.spi.GradientAdjustment;
 import io.github.djlamp.amp.spi.LearningRate;
 import io.github.djlamp.amp.spi.MemoryLayout;
+import io.github.djlamp.amp.spi.UpdateCounter;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
@@ -144,7 +145,7 @@ public final class PtAmpBackend implements AmpBackend {
             float weightDecay,
             float momentum,
             GradientAdjustment adjustment,
-            NDArray appliedSteps,
+            UpdateCounter counter,
             NDArray foundInf) {
         requireSameSize(weights, gradients, "gradients");
         if (momentum != 0f) {
@@ -152,7 +153,7 @@ public final class PtAmpBackend implements AmpBackend {
         } else if (!momentumBuffers.isEmpty()) {
             throw new AmpException("SGD without momentum takes no momentum buffers");
         }
-        requireStepCount(appliedSteps);
+        requirePyTorchCounter(counter);
         requireRates(learningRate);
         if (weights.isEmpty()) {
             return;
@@ -166,7 +167,7 @@ public final class PtAmpBackend implements AmpBackend {
                         new double[] {
                             weightDecay, momentum, adjustment.getRescale(), adjustment.getClip()
                         },
-                        (PtNDArray) appliedSteps,
+                        counter,
                         requireScalarFp32(foundInf, "foundInf"));
     }
 
@@ -180,12 +181,12 @@ public final class PtAmpBackend implements AmpBackend {
             LearningRate learningRate,
             AdamSettings settings,
             GradientAdjustment adjustment,
-            NDArray appliedSteps,
+            UpdateCounter counter,
             NDArray foundInf) {
         requireSameSize(weights, gradients, "gradients");
         requireSameSize(weights, means, "first moments");
         requireSameSize(weights, variances, "second moments");
-        requireStepCount(appliedSteps);
+        requirePyTorchCounter(counter);
         requireRates(learningRate);
         if (weights.isEmpty()) {
             return;
@@ -195,7 +196,6 @@ public final class PtAmpBackend implements AmpBackend {
             settings.getBeta2(),
             settings.getEpsilon(),
             settings.getWeightDecay(),
-            settings.getBeginNumUpdate(),
             adjustment.getRescale(),
             adjustment.getClip()
         };
@@ -208,7 +208,7 @@ public final class PtAmpBackend implements AmpBackend {
                         learningRate,
                         hyper,
                         settings.isDecoupled(),
-                        (PtNDArray) appliedSteps,
+                        counter,
                         requireScalarFp32(foundInf, "foundInf"));
     }
 
@@ -220,15 +220,11 @@ public final class PtAmpBackend implements AmpBackend {
         }
     }
 
-    private static void requireStepCount(NDArray appliedSteps) {
-        if (!(appliedSteps instanceof PtNDArray)
-                || appliedSteps.getDataType() != DataType.FLOAT64
-                || appliedSteps.size() != 1) {
-            throw new AmpException(
-                    "appliedSteps must be a one-element FLOAT64 PyTorch array, got "
-                            + appliedSteps.getDataType()
-                            + " "
-                            + appliedSteps.getShape());
+    private static void requirePyTorchCounter(UpdateCounter counter) {
+        if (!(counter.getPerParameter() instanceof PtNDArray)
+                || !(counter.getTrained() instanceof PtNDArray)
+                || !(counter.getCount() instanceof PtNDArray)) {
+            throw new AmpException("The update counter's arrays must be PyTorch arrays");
         }
     }
 

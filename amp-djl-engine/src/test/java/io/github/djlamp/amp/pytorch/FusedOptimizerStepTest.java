@@ -17,6 +17,7 @@ import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.AmpBackends;
 import io.github.djlamp.amp.spi.GradientAdjustment;
 import io.github.djlamp.amp.spi.LearningRate;
+import io.github.djlamp.amp.spi.UpdateCounter;
 import java.util.Random;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -111,35 +112,45 @@ class FusedOptimizerStepTest {
         void step(NDList weights, NDList grads, NDArray foundInf);
     }
 
-    private FusedStep sgd(float momentum) {
-        return sgd(momentum, LearningRate.fixed(LR), GradientAdjustment.NONE);
+    /** DJL's update count for the test's weights, every one trained at every step. */
+    private UpdateCounter counter(int beginNumUpdate) {
+        return new UpdateCounter(
+                manager.zeros(new Shape(SHAPES.length), DataType.FLOAT64),
+                manager.ones(new Shape(SHAPES.length), DataType.FLOAT64),
+                manager.zeros(new Shape(), DataType.FLOAT64),
+                beginNumUpdate);
     }
 
-    private FusedStep sgd(float momentum, LearningRate rate, GradientAdjustment adjustment) {
+    private FusedStep sgd(float momentum) {
+        return sgd(momentum, LearningRate.fixed(LR), GradientAdjustment.NONE, counter(0));
+    }
+
+    private FusedStep sgd(
+            float momentum,
+            LearningRate rate,
+            GradientAdjustment adjustment,
+            UpdateCounter counter) {
         NDList[] buffers = new NDList[1];
-        NDArray step = manager.zeros(new Shape(), DataType.FLOAT64);
         return (weights, grads, found) -> {
             if (buffers[0] == null) {
                 buffers[0] = momentum == 0f ? new NDList() : zerosLike(weights);
             }
             backend.fusedSgdStep(
-                    weights, grads, buffers[0], rate, WD, momentum, adjustment, step, found);
+                    weights, grads, buffers[0], rate, WD, momentum, adjustment, counter, found);
         };
     }
 
-    private FusedStep adam(boolean decoupled, NDArray step) {
-        return adam(decoupled, step, LearningRate.fixed(LR), GradientAdjustment.NONE, 0);
+    private FusedStep adam(boolean decoupled, UpdateCounter counter) {
+        return adam(decoupled, counter, LearningRate.fixed(LR), GradientAdjustment.NONE);
     }
 
     private FusedStep adam(
             boolean decoupled,
-            NDArray step,
+            UpdateCounter counter,
             LearningRate rate,
-            GradientAdjustment adjustment,
-            int beginNumUpdate) {
+            GradientAdjustment adjustment) {
         NDList[] moments = new NDList[2];
-        AdamSettings settings =
-                new AdamSettings(0.9f, 0.999f, 1e-8f, WD, decoupled, beginNumUpdate);
+        AdamSettings settings = new AdamSettings(0.9f, 0.999f, 1e-8f, WD, decoupled);
         return (weights, grads, found) -> {
             if (moments[0] == null) {
                 moments[0] = zerosLike(weights);
@@ -153,7 +164,7 @@ class FusedOptimizerStepTest {
                     rate,
                     settings,
                     adjustment,
-                    step,
+                    counter,
                     found);
         };
     }
@@ -171,7 +182,7 @@ class FusedOptimizerStepTest {
         for (int i = 0; i < rates.length; i++) {
             rates[i] = SCHEDULE.getNewValue(begin + i + 1);
         }
-        return LearningRate.perAppliedStep(manager.create(rates), 0);
+        return LearningRate.perUpdateCount(manager.create(rates), begin + 1);
     }
 
     @ParameterizedTest
@@ -199,7 +210,12 @@ class FusedOptimizerStepTest {
                         .optBeginNumUpdate(BEGIN)
                         .build();
         assertMatchesDjl(
-                djl, sgd(momentum, scheduleTable(BEGIN), new GradientAdjustment(RESCALE, CLIP)));
+                djl,
+                sgd(
+                        momentum,
+                        scheduleTable(BEGIN),
+                        new GradientAdjustment(RESCALE, CLIP),
+                        counter(BEGIN)));
     }
 
     @Test
@@ -209,9 +225,9 @@ class FusedOptimizerStepTest {
                         .optLearningRateTracker(Tracker.fixed(LR))
                         .optWeightDecays(WD)
                         .build();
-        NDArray step = manager.zeros(new Shape(), DataType.FLOAT64);
-        assertMatchesDjl(djl, adam(false, step));
-        assertEquals(STEPS, step.getDouble());
+        UpdateCounter counter = counter(0);
+        assertMatchesDjl(djl, adam(false, counter));
+        assertEquals(STEPS, counter.getCount().getDouble(), "DJL's update count");
     }
 
     @Test
@@ -221,8 +237,7 @@ class FusedOptimizerStepTest {
                         .optLearningRateTracker(Tracker.fixed(LR))
                         .optWeightDecays(WD)
                         .build();
-        NDArray step = manager.zeros(new Shape(), DataType.FLOAT64);
-        assertMatchesDjl(djl, adam(true, step));
+        assertMatchesDjl(djl, adam(true, counter(0)));
     }
 
     @ParameterizedTest
@@ -244,16 +259,15 @@ class FusedOptimizerStepTest {
                                 .optClipGrad(CLIP)
                                 .optBeginNumUpdate(BEGIN)
                                 .build();
-        NDArray step = manager.zeros(new Shape(), DataType.FLOAT64);
+        UpdateCounter counter = counter(BEGIN);
         assertMatchesDjl(
                 djl,
                 adam(
                         decoupled,
-                        step,
+                        counter,
                         scheduleTable(BEGIN),
-                        new GradientAdjustment(RESCALE, CLIP),
-                        BEGIN));
-        assertEquals(STEPS, step.getDouble(), "the count of applied steps, without the offset");
+                        new GradientAdjustment(RESCALE, CLIP)));
+        assertEquals(BEGIN + STEPS, counter.getCount().getDouble(), "DJL's update count");
     }
 
     private static NDList snapshot(NDList arrays) {
@@ -286,7 +300,7 @@ class FusedOptimizerStepTest {
         NDList weights = randomArrays();
         NDList buffers = momentum == 0f ? new NDList() : zerosLike(weights);
         NDArray clean = manager.zeros(new Shape());
-        NDArray step = manager.zeros(new Shape(), DataType.FLOAT64);
+        UpdateCounter step = counter(0);
         LearningRate rate = scheduleTable(0);
         GradientAdjustment adjustment = new GradientAdjustment(RESCALE, CLIP);
         backend.fusedSgdStep(
@@ -298,7 +312,11 @@ class FusedOptimizerStepTest {
         backend.fusedSgdStep(weights, grads, buffers, rate, WD, momentum, adjustment, step, found);
         assertBitwiseEqual(weightsBefore, weights, "weight");
         assertBitwiseEqual(buffersBefore, buffers, "momentum");
-        assertEquals(1.0, step.getDouble(), "the count of applied steps did not advance");
+        assertEquals(1.0, step.getCount().getDouble(), "the update count did not advance");
+        assertArrayEquals(
+                new double[] {1, 1, 1},
+                step.getPerParameter().toDoubleArray(),
+                "nor any parameter's count");
         assertZeroed(grads);
     }
 
@@ -308,8 +326,8 @@ class FusedOptimizerStepTest {
         NDList weights = randomArrays();
         NDList means = zerosLike(weights);
         NDList variances = zerosLike(weights);
-        NDArray step = manager.zeros(new Shape(), DataType.FLOAT64);
-        AdamSettings settings = new AdamSettings(0.9f, 0.999f, 1e-8f, WD, decoupled, 0);
+        UpdateCounter step = counter(0);
+        AdamSettings settings = new AdamSettings(0.9f, 0.999f, 1e-8f, WD, decoupled);
         LearningRate rate = scheduleTable(0);
         GradientAdjustment adjustment = new GradientAdjustment(RESCALE, CLIP);
         NDArray clean = manager.zeros(new Shape());
@@ -326,7 +344,7 @@ class FusedOptimizerStepTest {
         assertBitwiseEqual(before, weights, "weight");
         assertBitwiseEqual(meansBefore, means, "first moment");
         assertBitwiseEqual(variancesBefore, variances, "second moment");
-        assertEquals(1.0, step.getDouble(), "the step counter did not advance");
+        assertEquals(1.0, step.getCount().getDouble(), "the update count did not advance");
         assertZeroed(grads);
     }
 
@@ -346,7 +364,7 @@ class FusedOptimizerStepTest {
                                         0f,
                                         0f,
                                         GradientAdjustment.NONE,
-                                        manager.zeros(new Shape(), DataType.FLOAT64),
+                                        counter(0),
                                         manager.zeros(new Shape())));
         assertEquals(true, e.getMessage().contains("gradients"), e.getMessage());
     }

@@ -13,6 +13,7 @@ import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.AmpBackends;
 import io.github.djlamp.amp.spi.GradientAdjustment;
 import io.github.djlamp.amp.spi.LearningRate;
+import io.github.djlamp.amp.spi.UpdateCounter;
 import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;
@@ -54,7 +55,7 @@ public class OptimizerStepBenchmark {
     private NDList gradients;
     private NDList means;
     private NDList variances;
-    private NDArray step;
+    private UpdateCounter counter;
     private NDArray foundInf;
     private Optimizer djlAdam;
     private AdamSettings settings;
@@ -77,10 +78,15 @@ public class OptimizerStepBenchmark {
             means.add(manager.zeros(shape));
             variances.add(manager.zeros(shape));
         }
-        step = manager.zeros(new Shape(), DataType.FLOAT64);
+        counter =
+                new UpdateCounter(
+                        manager.zeros(new Shape(weights.size()), DataType.FLOAT64),
+                        manager.ones(new Shape(weights.size()), DataType.FLOAT64),
+                        manager.zeros(new Shape(), DataType.FLOAT64),
+                        0);
         foundInf = manager.zeros(new Shape());
         djlAdam = Optimizer.adam().optLearningRateTracker(Tracker.fixed(1e-4f)).build();
-        settings = new AdamSettings(0.9f, 0.999f, 1e-8f, 0f, false, 0);
+        settings = new AdamSettings(0.9f, 0.999f, 1e-8f, 0f, false);
     }
 
     /** Frees every array. */
@@ -108,7 +114,7 @@ public class OptimizerStepBenchmark {
                 LearningRate.fixed(1e-4f),
                 settings,
                 GradientAdjustment.NONE,
-                step,
+                counter,
                 foundInf);
     }
 }

@@ -168,11 +168,24 @@ class FusedOptimizerTrainingTest {
     /** A learning rate that changes at every update, so that a count off by one shows. */
     private static final Tracker EVERY_STEP_DIFFERENT = n -> 0.02f * (1f + (n % 5)) / 3f;
 
+    /** Changes the model before a step (which layers train). */
+    @FunctionalInterface
+    private interface BeforeStep {
+        void apply(int step, Block block);
+    }
+
+    private static final BeforeStep NOTHING = (step, block) -> {};
+
     private static void check(Supplier<Optimizer> optimizer, int steps, Set<Integer> badSteps) {
+        check(optimizer, steps, badSteps, NOTHING);
+    }
+
+    private static void check(
+            Supplier<Optimizer> optimizer, int steps, Set<Integer> badSteps, BeforeStep change) {
         Map<String, Snapshots.Bits> djl =
-                train(optimizer.get(), FusedOptimizer.OFF, steps, badSteps);
+                train(optimizer.get(), FusedOptimizer.OFF, steps, badSteps, change);
         Map<String, Snapshots.Bits> fused =
-                train(optimizer.get(), FusedOptimizer.ON, steps, badSteps);
+                train(optimizer.get(), FusedOptimizer.ON, steps, badSteps, change);
         assertEquals(djl.keySet(), fused.keySet());
         for (String name : djl.keySet()) {
             int[] expected = djl.get(name).bits;
@@ -191,7 +204,30 @@ class FusedOptimizerTrainingTest {
     @Test
     void aSkippedFusedStepChangesNoWeightAndClearsTheGradients() {
         Optimizer adam = Optimizer.adam().optLearningRateTracker(Tracker.fixed(0.01f)).build();
-        train(adam, FusedOptimizer.ON, STEPS, Set.of(BAD_STEP));
+        train(adam, FusedOptimizer.ON, STEPS, Set.of(BAD_STEP), NOTHING);
+    }
+
+    /**
+     * DJL counts updates per parameter and gives each update the largest count so far: after a head
+     * trained alone is frozen and the layer before it trains, the count stays at the head's until
+     * the new layer's own count passes it, and the schedule and Adam's bias corrections stay with
+     * it. A skip in between counts nothing.
+     */
+    @Test
+    void theUpdateCountStaysDjlsWhenTheTrainedLayersChange() {
+        int headAlone = 6;
+        BeforeStep swap =
+                (step, block) -> {
+                    for (Pair<String, Parameter> p : block.getParameters()) {
+                        boolean head = p.getKey().startsWith("03");
+                        p.getValue().freeze(step < headAlone ? !head : head);
+                    }
+                };
+        check(
+                () -> Optimizer.adam().optLearningRateTracker(EVERY_STEP_DIFFERENT).build(),
+                2 * headAlone + 2,
+                Set.of(headAlone + 2),
+                swap);
     }
 
     /** Mixed fp16 on the toy model, dynamic loss scaling from 1024, the fused path as asked. */
@@ -210,7 +246,11 @@ class FusedOptimizerTrainingTest {
 
     /** Trains custom-loop steps in mixed fp16; poisons one gradient at each of {@code badSteps}. */
     private static Map<String, Snapshots.Bits> train(
-            Optimizer optimizer, FusedOptimizer mode, int steps, Set<Integer> badSteps) {
+            Optimizer optimizer,
+            FusedOptimizer mode,
+            int steps,
+            Set<Integer> badSteps,
+            BeforeStep change) {
         Engine.getInstance().setRandomSeed(11);
         boolean fused = mode == FusedOptimizer.ON;
         try (Model model = Model.newInstance("fused", "PyTorch")) {
@@ -225,6 +265,7 @@ class FusedOptimizerTrainingTest {
                 Loss loss = Loss.softmaxCrossEntropyLoss();
                 Map<String, Snapshots.Bits> weights = null;
                 for (int i = 0; i < steps; i++) {
+                    change.apply(i, block);
                     try (NDManager step = trainer.getManager().newSubManager()) {
                         NDArray x = task.x.get(task.rows(i));
                         NDArray y = task.y.get(task.rows(i));
@@ -263,6 +304,9 @@ class FusedOptimizerTrainingTest {
 
     private static void assertGradientsCleared(Block block, NDManager manager) {
         for (Pair<String, Parameter> p : block.getParameters()) {
+            if (!p.getValue().requiresGradient()) {
+                continue;
+            }
             NDArray grad = p.getValue().getArray().getGradient();
             grad.attach(manager);
             for (float v : grad.toFloatArray()) {
