@@ -26,6 +26,8 @@ import io.github.djlamp.amp.scale.LossScaling;
 import io.github.djlamp.amp.scale.ScalerState;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.AmpBackends;
+import java.io.IOException;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import org.slf4j.Logger;
@@ -544,6 +546,46 @@ public final class AmpSession implements AutoCloseable {
             throw withLossDiagnosis(e);
         }
         afterHostRead();
+    }
+
+    /**
+     * Writes the optimizer's state to {@code file}: SGD's momentum or Adam's moments and DJL's
+     * update counts, by parameter name, with DJL's meaning, whether the steps are DJL's own or
+     * fused. DJL's {@code model.save} keeps no optimizer state; save this beside it to resume
+     * exactly ({@link #loadOptimizerState(Path)}). Covers DJL's Sgd, Adam and AdamW; written
+     * through a temporary file, so a crash leaves the previous file whole.
+     *
+     * @param file where to write
+     * @throws IOException when the file cannot be written
+     * @throws AmpException for another optimizer
+     */
+    public void saveOptimizerState(Path file) throws IOException {
+        requireAttached();
+        OptimizerStateFile.save(this, requireOptimizer(), file);
+    }
+
+    /**
+     * Reads an optimizer state written by {@link #saveOptimizerState(Path)} into this trainer's
+     * optimizer, before its first step (right after {@code trainer.initialize}). A state saved with
+     * fused steps loads into DJL's own update and the other way round.
+     *
+     * @param file the saved state
+     * @throws IOException when the file cannot be read
+     * @throws AmpException when the file is not such a state, the optimizer differs, the model
+     *     lacks one of its parameters or a shape differs, or the trainer has already stepped
+     */
+    public void loadOptimizerState(Path file) throws IOException {
+        requireAttached();
+        OptimizerStateFile.load(this, requireOptimizer(), file);
+    }
+
+    private LossScalingOptimizer requireOptimizer() {
+        if (optimizer == null) {
+            throw new AmpException(
+                    "This trainer's optimizer is not djl-amp's: configure the trainer with"
+                            + " Amp.configure(...)");
+        }
+        return optimizer;
     }
 
     private LossScaleCollapsedException withLossDiagnosis(LossScaleCollapsedException e) {

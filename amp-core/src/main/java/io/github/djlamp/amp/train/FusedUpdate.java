@@ -47,8 +47,6 @@ final class FusedUpdate {
     /** DJL's fixed learning rate tracker, a package-private class. */
     private static final Class<?> FIXED_TRACKER = Tracker.fixed(1f).getClass();
 
-    private static final float TWO_TO_24 = 16_777_216f;
-
     private enum Kind {
         SGD,
         ADAM,
@@ -225,7 +223,7 @@ final class FusedUpdate {
             }
             // lives as long as the moments, on the model's manager
             UpdateCounter count = counter.forLaunch(ids, weights.get(0).getManager(), device);
-            LearningRate rate = learningRate(backend, scope);
+            LearningRate rate = learningRate(backend);
             if (kind == Kind.SGD) {
                 backend.fusedSgdStep(
                         weights,
@@ -251,13 +249,13 @@ final class FusedUpdate {
      * The rate of this launch: the fixed one, or the schedule's window on the device, refreshed
      * with one host read of the update count when the launch may run past it.
      */
-    private LearningRate learningRate(AmpBackend backend, NDManager scope) {
+    private LearningRate learningRate(AmpBackend backend) {
         if (schedule == null) {
             return LearningRate.fixed(fixedRate);
         }
         if (schedule.needsRefresh()) {
             NDArray count = counter.count();
-            float[] window = schedule.refresh(readCount(backend, count, scope));
+            float[] window = schedule.refresh(FusedUpdateCount.read(backend, count));
             NDManager owner = count.getManager();
             if (rates != null) {
                 rates.close();
@@ -271,19 +269,6 @@ final class FusedUpdate {
         return LearningRate.perUpdateCount(rates, schedule.first());
     }
 
-    /**
-     * Reads the device's FLOAT64 count exactly: a float holds whole numbers up to 2^24 only, so the
-     * count is read as two such parts.
-     */
-    private static long readCount(AmpBackend backend, NDArray deviceCount, NDManager scope) {
-        NDArray count = deviceCount.duplicate();
-        count.attach(scope);
-        NDArray high = count.div(TWO_TO_24).floor();
-        NDArray low = count.sub(high.mul(TWO_TO_24));
-        float[] parts = backend.readFloats(high.reshape(1).concat(low.reshape(1)));
-        return (long) parts[0] * (long) TWO_TO_24 + (long) parts[1];
-    }
-
     /** The state of one parameter (momentum, or first and second moments); empty when none. */
     NDList state(String parameterId) {
         NDArray[] buffers = state.get(parameterId);
@@ -295,10 +280,42 @@ final class FusedUpdate {
         return counter.count();
     }
 
+    /** Every parameter's buffers by parameter id, as they are used (not copies). */
+    Map<String, NDArray[]> buffers() {
+        return state;
+    }
+
+    /** Puts saved buffers in place of a parameter's own, freeing those. */
+    void putBuffers(String parameterId, NDArray[] buffers) {
+        NDArray[] old = state.put(parameterId, buffers);
+        if (old != null) {
+            for (NDArray array : old) {
+                array.close();
+            }
+        }
+    }
+
+    /** The number of buffers of each parameter: SGD's momentum, or Adam's two moments. */
+    int bufferCount() {
+        return kind == Kind.SGD ? (momentum == 0f ? 0 : 1) : 2;
+    }
+
+    /**
+     * The factor from this path's momentum buffer to DJL's Sgd's: DJL keeps the rate inside the
+     * buffer, a fused SGD with a fixed rate keeps it out (and one with a schedule keeps it in).
+     */
+    float momentumToDjl() {
+        return kind == Kind.SGD && schedule == null ? fixedRate : 1f;
+    }
+
+    /** The device update count: restored from a saved state before the first step. */
+    FusedUpdateCount counter() {
+        return counter;
+    }
+
     private NDArray[] newState(NDArray weight) {
-        int count = kind == Kind.SGD ? (momentum == 0f ? 0 : 1) : 2;
-        NDArray[] buffers = new NDArray[count];
-        for (int i = 0; i < count; i++) {
+        NDArray[] buffers = new NDArray[bufferCount()];
+        for (int i = 0; i < buffers.length; i++) {
             buffers[i] = weight.zerosLike();
         }
         return buffers;

@@ -5,6 +5,7 @@ import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
+import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.UpdateCounter;
 import java.util.BitSet;
 import java.util.HashMap;
@@ -18,6 +19,8 @@ import java.util.Map;
  * frozen, unfrozen or added).
  */
 final class FusedUpdateCount {
+
+    private static final float TWO_TO_24 = 16_777_216f;
 
     private final int beginNumUpdate;
     private final Map<String, Integer> slots = new HashMap<>();
@@ -78,5 +81,68 @@ final class FusedUpdateCount {
     /** DJL's update count on the device, or null before the first launch. */
     NDArray count() {
         return count;
+    }
+
+    /**
+     * Reads each parameter's applied steps on the host (one read), by parameter id.
+     *
+     * @param backend the engine layer that reads
+     * @return the counts of the parameters that have a slot
+     */
+    Map<String, Long> appliedSteps(AmpBackend backend) {
+        Map<String, Long> result = new HashMap<>();
+        if (perParameter != null) {
+            float[] values = backend.readFloats(perParameter);
+            slots.forEach((id, slot) -> result.put(id, (long) values[slot]));
+        }
+        return result;
+    }
+
+    /**
+     * Sets the counts from a saved state; before the first launch only.
+     *
+     * @param appliedSteps each parameter's applied steps, by parameter id
+     * @param djlCount DJL's update count
+     * @param owner the manager that keeps the arrays (the model's)
+     * @param device the weights' device
+     */
+    void restore(Map<String, Long> appliedSteps, long djlCount, NDManager owner, Device device) {
+        if (count != null) {
+            throw new IllegalStateException("the update count is restored before the first step");
+        }
+        double[] counts = new double[appliedSteps.size()];
+        appliedSteps.forEach(
+                (id, steps) -> {
+                    int slot = slots.size();
+                    slots.put(id, slot);
+                    counts[slot] = steps;
+                });
+        try (NDManager onDevice = owner.newSubManager(device)) {
+            if (counts.length > 0) {
+                perParameter = onDevice.create(counts);
+                perParameter.attach(owner);
+            }
+            count = onDevice.create(new double[] {djlCount}).reshape(new Shape());
+            count.attach(owner);
+        }
+    }
+
+    /**
+     * Reads a device FLOAT64 count exactly: a float holds whole numbers up to 2^24 only, so the
+     * count is read as two such parts.
+     *
+     * @param backend the engine layer that reads
+     * @param deviceCount a one-element FLOAT64 array
+     * @return the count
+     */
+    static long read(AmpBackend backend, NDArray deviceCount) {
+        try (NDManager scope = deviceCount.getManager().newSubManager()) {
+            NDArray count = deviceCount.duplicate();
+            count.attach(scope);
+            NDArray high = count.div(TWO_TO_24).floor();
+            NDArray low = count.sub(high.mul(TWO_TO_24));
+            float[] parts = backend.readFloats(high.reshape(1).concat(low.reshape(1)));
+            return (long) parts[0] * (long) TWO_TO_24 + (long) parts[1];
+        }
     }
 }

@@ -110,6 +110,11 @@ public final class LossScalingOptimizer extends Optimizer {
         return fused == null ? null : fused.stepCount();
     }
 
+    /** The fused update when the steps are fused, else null. */
+    FusedUpdate fusedUpdate() {
+        return isFused() ? fused : null;
+    }
+
     /** {@inheritDoc} */
     @Override
     public void update(String parameterId, NDArray weight, NDArray grad) {
