@@ -30,13 +30,16 @@ import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * The optimizer's state in a file: SGD's momentum or Adam's moments and DJL's update counts, keyed
- * by parameter name and in the meaning DJL's own optimizers give them, so that a run resumes on
- * either path (DJL's per-parameter update or the fused step) from a file either wrote. DJL's
+ * by parameter name, so that a run resumes on either path (DJL's per-parameter update or the fused
+ * step) from a file either wrote. Counts and moments mean what they mean to DJL's optimizers; the
+ * momentum is kept as the saving path holds it (a fused SGD with a fixed rate keeps the rate out of
+ * it), with the factor that makes it DJL's, so that the same path resumes bit for bit. DJL's
  * optimizers keep their state in private fields (DJL 0.35.1), read and written here by reflection.
  *
  * <p>The file is DJL's {@link NDList} encoding: one array per buffer ({@code name#0}, {@code
- * name#1}), one per parameter count ({@code name#count}), the update count ({@code #numUpdate}) and
- * the kind ({@code #kind}: format, optimizer, buffers per parameter).
+ * name#1}), one per parameter count ({@code name#count}), the update count ({@code #numUpdate}),
+ * the momentum's factor ({@code #momentumToDjl}) and the kind ({@code #kind}: format, optimizer,
+ * buffers per parameter).
  */
 final class OptimizerStateFile {
 
@@ -48,7 +51,7 @@ final class OptimizerStateFile {
 
     private OptimizerStateFile() {}
 
-    /** What is saved, in DJL's meaning, by parameter name. */
+    /** What is saved, by parameter name. */
     private static final class State {
         int optimizer;
         int buffersPerParameter;
