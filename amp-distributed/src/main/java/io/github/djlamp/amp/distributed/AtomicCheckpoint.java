@@ -1,7 +1,10 @@
 package io.github.djlamp.amp.distributed;
 
 import ai.djl.Model;
+import ai.djl.training.Trainer;
 import ai.djl.util.Utils;
+import io.github.djlamp.amp.AmpException;
+import io.github.djlamp.amp.train.AmpSession;
 import java.io.IOException;
 import java.nio.channels.FileChannel;
 import java.nio.file.AtomicMoveNotSupportedException;
@@ -54,6 +57,42 @@ public final class AtomicCheckpoint {
      * @throws IOException when saving fails; the directory then holds what it held before
      */
     public static Path save(Model model, Path directory, String name) throws IOException {
+        return save(model, null, directory, name);
+    }
+
+    /**
+     * Saves the trainer's model as {@link #save(Model, Path, String)} does, and its optimizer's
+     * state beside it ({@code name-NNNN.optimizer}, the same epoch number; {@code
+     * AmpSession.saveOptimizerState}), written into the same temporary directory first. A trainer
+     * whose optimizer djl-amp does not save (not DJL's Sgd, Adam or AdamW) gets the weights alone,
+     * with a warning. Resume with {@code model.load}, then {@link
+     * DataParallel#loadOptimizerState(Trainer, World, Path)} with {@link #optimizerStateFile}.
+     *
+     * @param trainer the trainer, configured with {@code Amp.configure}
+     * @param directory the checkpoint directory (created if missing)
+     * @param name the checkpoint's name (the model's name when null or empty)
+     * @return the checkpoint's weights file written
+     * @throws IOException when saving fails; the directory then holds what it held before
+     */
+    public static Path save(Trainer trainer, Path directory, String name) throws IOException {
+        return save(trainer.getModel(), trainer, directory, name);
+    }
+
+    /**
+     * Returns where {@link #save(Trainer, Path, String)} writes the optimizer state of a
+     * checkpoint.
+     *
+     * @param directory the checkpoint directory
+     * @param name the checkpoint's name
+     * @param epoch the checkpoint's epoch number (the loaded model's {@code Epoch} property)
+     * @return the file
+     */
+    public static Path optimizerStateFile(Path directory, String name, int epoch) {
+        return directory.resolve(String.format(Locale.ROOT, "%s-%04d.optimizer", name, epoch));
+    }
+
+    private static Path save(Model model, Trainer trainer, Path directory, String name)
+            throws IOException {
         String checkpointName = name == null || name.isEmpty() ? model.getName() : name;
         Files.createDirectories(directory);
         removeLeftovers(directory, checkpointName);
@@ -67,6 +106,9 @@ public final class AtomicCheckpoint {
                         directory.resolve(
                                 PARTIAL_PREFIX + checkpointName + "-" + UUID.randomUUID()));
         try {
+            if (trainer != null) {
+                saveOptimizerState(trainer, optimizerStateFile(partial, checkpointName, epoch));
+            }
             model.save(partial, checkpointName);
             Pattern parameters = paramsFile(checkpointName);
             Path target = null;
@@ -97,6 +139,14 @@ public final class AtomicCheckpoint {
                 // harmless: never read as a checkpoint, and the next save of this name removes it
                 logger.warn("djl-amp: could not remove {}: {}", partial, e.toString());
             }
+        }
+    }
+
+    private static void saveOptimizerState(Trainer trainer, Path file) throws IOException {
+        try {
+            AmpSession.of(trainer).saveOptimizerState(file);
+        } catch (AmpException e) {
+            logger.warn("djl-amp: the checkpoint holds the weights only: {}", e.getMessage());
         }
     }
 

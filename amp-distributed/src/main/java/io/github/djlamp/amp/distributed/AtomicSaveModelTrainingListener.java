@@ -13,11 +13,11 @@ import org.slf4j.LoggerFactory;
 
 /**
  * DJL's {@link SaveModelTrainingListener} (same constructors, schedule, file names and callback),
- * with every checkpoint written through {@link AtomicCheckpoint}: a process dying or a job aborted
- * while it saves leaves the previous checkpoint the newest complete one. One difference: after
- * {@code model.load} of a checkpoint, the numbering continues from its epoch. {@link DataParallel}
- * puts one in place of each plain {@code SaveModelTrainingListener}, on rank 0 only; it is as
- * useful in one process.
+ * with every checkpoint written through {@link AtomicCheckpoint}, the optimizer's state beside the
+ * weights: a process dying or a job aborted while it saves leaves the previous checkpoint the
+ * newest complete one. One difference: after {@code model.load} of a checkpoint, the numbering
+ * continues from its epoch. {@link DataParallel} puts one in place of each plain {@code
+ * SaveModelTrainingListener}, on rank 0 only; it is as useful in one process.
  */
 public final class AtomicSaveModelTrainingListener extends SaveModelTrainingListener {
 
@@ -161,7 +161,7 @@ public final class AtomicSaveModelTrainingListener extends SaveModelTrainingList
             if (onSaveModel != null) {
                 onSaveModel.accept(trainer);
             }
-            Path file = AtomicCheckpoint.save(model, getOutputDir(), name);
+            Path file = AtomicCheckpoint.save(trainer, getOutputDir(), name);
             logger.debug("djl-amp: checkpoint {} written", file);
         } catch (IOException e) {
             // as DJL's listener: training goes on; the earlier checkpoints are untouched

@@ -2,9 +2,16 @@ package io.github.djlamp.amp.distributed;
 
 import ai.djl.nn.Block;
 import ai.djl.nn.Parameter;
+import ai.djl.training.Trainer;
 import ai.djl.training.TrainingConfig;
 import ai.djl.util.Pair;
+import io.github.djlamp.amp.AmpException;
+import io.github.djlamp.amp.train.AmpSession;
 import io.github.djlamp.amp.train.AmpTrainingConfig;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.file.Files;
+import java.nio.file.Path;
 
 /**
  * Data-parallel mixed precision training: the one call that turns a djl-amp training configuration
@@ -77,6 +84,53 @@ public final class DataParallel {
                 parameter.setInitializer(
                         new BroadcastInitializer(parameter.getInitializer(), world, pair.getKey()));
             }
+        }
+    }
+
+    /**
+     * Loads rank 0's optimizer state file into every rank's trainer, before the first step: rank 0
+     * reads the file and broadcasts it, so the other ranks need no copy of it. Call it on every
+     * rank after {@code trainer.initialize}, when resuming from a checkpoint that {@link
+     * AtomicCheckpoint#save(Trainer, Path, String)} wrote (its file: {@link
+     * AtomicCheckpoint#optimizerStateFile}); the ranks then continue with the same state, as the
+     * uninterrupted run would.
+     *
+     * @param trainer this rank's trainer, configured with {@code Amp.configure}
+     * @param world the ranks
+     * @param file the state, read on rank 0 only
+     * @throws IOException when rank 0 cannot read it or a rank cannot stage it
+     * @throws AmpException on every rank when rank 0 has no such file, or as {@code
+     *     AmpSession.loadOptimizerState} refuses a state
+     */
+    public static void loadOptimizerState(Trainer trainer, World world, Path file)
+            throws IOException {
+        byte[] bytes =
+                world.isRoot() && Files.isRegularFile(file) ? Files.readAllBytes(file) : null;
+        int length =
+                Integer.parseInt(
+                        world.broadcast(
+                                String.valueOf(bytes == null ? -1 : bytes.length),
+                                "the optimizer state's length"));
+        if (length < 0) {
+            throw new AmpException(
+                    "No optimizer state at "
+                            + file
+                            + " on rank 0: resume from a checkpoint written by"
+                            + " AtomicCheckpoint.save(trainer, ...) or AtomicSaveModelTrainingListener");
+        }
+        ByteBuffer buffer = ByteBuffer.allocateDirect(Math.max(1, length));
+        if (bytes != null) {
+            buffer.put(bytes).flip();
+        }
+        world.broadcast(buffer, length, "the optimizer state");
+        Path staged = Files.createTempFile("djl-amp-optimizer-", ".state");
+        try {
+            byte[] received = new byte[length];
+            buffer.get(0, received);
+            Files.write(staged, received);
+            AmpSession.of(trainer).loadOptimizerState(staged);
+        } finally {
+            Files.deleteIfExists(staged);
         }
     }
 }

@@ -148,8 +148,15 @@ class AtomicCheckpointTest {
                 EasyTrain.fit(trainer, 2, data, null);
             }
         }
-        // DJL's names and schedule: one checkpoint an epoch, none again at the end
-        assertEquals(List.of("dp-0001.params", "dp-0002.params"), entries(dir));
+        // DJL's names and schedule: one checkpoint an epoch, none again at the end; each with its
+        // optimizer state
+        assertEquals(
+                List.of(
+                        "dp-0001.optimizer",
+                        "dp-0001.params",
+                        "dp-0002.optimizer",
+                        "dp-0002.params"),
+                entries(dir));
         assertEquals(2, callbacks.get());
     }
 

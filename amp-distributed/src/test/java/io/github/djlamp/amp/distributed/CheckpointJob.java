@@ -38,7 +38,9 @@ import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * The program the checkpoint tests launch on every rank: fp16 with dynamic scaling (an Inf on rank
- * 1 skips one step an epoch), checkpoints through DJL's {@code SaveModelTrainingListener}.
+ * 1 skips one step an epoch), SGD with momentum, checkpoints through DJL's {@code
+ * SaveModelTrainingListener} (weights, scaler state and the optimizer's state; a resume loads rank
+ * 0's optimizer state into every rank).
  *
  * <p>Arguments: {@code OUT CHECKPOINTS MODE}. {@code save}: two epochs with a checkpoint after
  * each; rank 0 is killed (SIGKILL) in the middle of writing the second. {@code straight}: the same
@@ -99,8 +101,10 @@ public final class CheckpointJob {
                                         new TrainingJob.FaultyLoss(
                                                 Loss.softmaxCrossEntropyLoss(), step, injectAt))
                                 .optOptimizer(
+                                        // momentum: a resume needs the optimizer's state too
                                         Optimizer.sgd()
                                                 .setLearningRateTracker(Tracker.fixed(0.1f))
+                                                .optMomentum(0.9f)
                                                 .build())
                                 .addTrainingListeners(
                                         new TrainingListenerAdapter() {
@@ -114,12 +118,15 @@ public final class CheckpointJob {
                 config.addTrainingListeners(save);
                 AmpOptions options = AmpOptions.builder().lossScaling(SCALING).build();
                 DistributedSampler sampler = new DistributedSampler(GLOBAL_BATCH, true, 7, world);
+                int done = 0;
                 if (resume) {
                     // the epochs the checkpoint holds, known where it was loaded: rank 0
-                    String done =
-                            world.broadcast(
-                                    String.valueOf(model.getProperty("Epoch")), "epochs done");
-                    sampler.setEpoch(Integer.parseInt(done));
+                    done =
+                            Integer.parseInt(
+                                    world.broadcast(
+                                            String.valueOf(model.getProperty("Epoch")),
+                                            "epochs done"));
+                    sampler.setEpoch(done);
                 }
                 ArrayDataset dataset =
                         TrainingJob.dataset(data, STEPS_PER_EPOCH * GLOBAL_BATCH)
@@ -132,6 +139,10 @@ public final class CheckpointJob {
                     trainer.initialize(
                             new Shape(GLOBAL_BATCH / world.getSize(), TrainingJob.FEATURES));
                     if (resume) {
+                        DataParallel.loadOptimizerState(
+                                trainer,
+                                world,
+                                AtomicCheckpoint.optimizerStateFile(checkpoints, NAME, done));
                         write(
                                 out.resolve(mode + "-start-rank-" + world.getRank() + ".txt"),
                                 trainer);

@@ -275,13 +275,15 @@ class MpiJobTest {
                 save.output);
         // killed with half of checkpoint 2 written: in the temporary directory, not in place
         List<Path> entries = list(checkpoints);
-        assertEquals(2, entries.size(), entries.toString());
-        assertEquals(checkpoints.resolve("ckpt-0001.params"), entries.get(0));
-        Path partial = entries.get(1);
+        assertEquals(3, entries.size(), entries.toString());
+        assertEquals(checkpoints.resolve("ckpt-0001.optimizer"), entries.get(0));
+        assertEquals(checkpoints.resolve("ckpt-0001.params"), entries.get(1));
+        Path partial = entries.get(2);
         assertTrue(
                 partial.getFileName().toString().startsWith(AtomicCheckpoint.PARTIAL_PREFIX),
                 entries.toString());
         assertTrue(Files.size(partial.resolve("ckpt-0002.params")) > 0);
+        assertTrue(Files.size(partial.resolve("ckpt-0002.optimizer")) > 0, "written first");
         CheckpointJob.State saved = CheckpointJob.State.ofCheckpoint(checkpoints);
         assertEquals(CheckpointJob.STEPS_PER_EPOCH, saved.scaler.getSteps());
         assertEquals(1, saved.scaler.getSkippedSteps(), "the Inf on rank 1 skipped one step");
@@ -289,7 +291,9 @@ class MpiJobTest {
 
         // resuming with every rank loading checkpoint 1 (a copy: the other resume writes beside it)
         Path copy = Files.createDirectories(out.resolve("checkpoints-every-rank"));
-        Files.copy(checkpoints.resolve("ckpt-0001.params"), copy.resolve("ckpt-0001.params"));
+        for (String file : List.of("ckpt-0001.params", "ckpt-0001.optimizer")) {
+            Files.copy(checkpoints.resolve(file), copy.resolve(file));
+        }
         MpiLauncher.Outcome resumeAll =
                 MpiLauncher.run(
                         CheckpointJob.class,
@@ -332,7 +336,9 @@ class MpiJobTest {
         // the resumed run wrote checkpoint 2 in place of the half one, and cleared the leftover
         assertEquals(
                 List.of(
+                        checkpoints.resolve("ckpt-0001.optimizer"),
                         checkpoints.resolve("ckpt-0001.params"),
+                        checkpoints.resolve("ckpt-0002.optimizer"),
                         checkpoints.resolve("ckpt-0002.params")),
                 list(checkpoints));
         assertSameState(end, CheckpointJob.State.ofCheckpoint(checkpoints), "checkpoint 2");
