@@ -18,7 +18,6 @@ import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.GradientAdjustment;
 import io.github.djlamp.amp.spi.LearningRate;
 import io.github.djlamp.amp.spi.UpdateCounter;
-import java.lang.reflect.Field;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -47,27 +46,24 @@ final class FusedUpdate {
     /** DJL's fixed learning rate tracker, a package-private class. */
     private static final Class<?> FIXED_TRACKER = Tracker.fixed(1f).getClass();
 
-    private enum Kind {
-        SGD,
-        ADAM,
-        ADAMW
-    }
-
-    private final Kind kind;
+    private final DjlOptimizers.Kind kind;
     private final float weightDecay;
     private final float momentum;
     private final AdamSettings adam;
     private final GradientAdjustment adjustment;
     private final float fixedRate;
     private final LearningRateWindow schedule;
+
+    /** The rate of the next launch: the fixed one, or the schedule's window on the device. */
+    private LearningRate rate;
+
     private final Map<String, NDArray[]> state = new HashMap<>();
     private final FusedUpdateCount counter;
-    private NDArray rates;
     private final Set<String> seenThisStep = new HashSet<>();
     private long forwardsAtLaunch = -1;
 
     private FusedUpdate(
-            Kind kind,
+            DjlOptimizers.Kind kind,
             ParameterTracker tracker,
             float weightDecay,
             float momentum,
@@ -83,6 +79,7 @@ final class FusedUpdate {
         if (tracker.getClass() == FIXED_TRACKER) {
             fixedRate = tracker.getNewValue("", 1);
             schedule = null;
+            rate = LearningRate.fixed(fixedRate);
         } else {
             fixedRate = Float.NaN;
             schedule = new LearningRateWindow((Tracker) tracker, beginNumUpdate);
@@ -106,27 +103,28 @@ final class FusedUpdate {
             return null;
         }
         try {
-            ParameterTracker tracker = (ParameterTracker) field(optimizer, "learningRateTracker");
-            float wd = (float) field(optimizer, Optimizer.class, "weightDecays");
-            int begin = (int) field(optimizer, Optimizer.class, "beginNumUpdate");
+            ParameterTracker tracker =
+                    (ParameterTracker) DjlOptimizers.read(optimizer, "learningRateTracker");
+            float wd = (float) DjlOptimizers.read(optimizer, Optimizer.class, "weightDecays");
+            int begin = (int) DjlOptimizers.read(optimizer, Optimizer.class, "beginNumUpdate");
             GradientAdjustment adjustment =
                     new GradientAdjustment(
-                            (float) field(optimizer, Optimizer.class, "rescaleGrad"),
-                            (float) field(optimizer, Optimizer.class, "clipGrad"));
-            if (optimizer instanceof Sgd) {
-                float momentum = (float) field(optimizer, "momentum");
-                return new FusedUpdate(Kind.SGD, tracker, wd, momentum, null, adjustment, begin);
+                            (float) DjlOptimizers.read(optimizer, Optimizer.class, "rescaleGrad"),
+                            (float) DjlOptimizers.read(optimizer, Optimizer.class, "clipGrad"));
+            DjlOptimizers.Kind kind = DjlOptimizers.kindOf(optimizer);
+            if (kind == DjlOptimizers.Kind.SGD) {
+                float momentum = (float) DjlOptimizers.read(optimizer, "momentum");
+                return new FusedUpdate(kind, tracker, wd, momentum, null, adjustment, begin);
             }
-            Kind kind = optimizer instanceof AdamW ? Kind.ADAMW : Kind.ADAM;
             AdamSettings adam =
                     new AdamSettings(
-                            (float) field(optimizer, "beta1"),
-                            (float) field(optimizer, "beta2"),
-                            (float) field(optimizer, "epsilon"),
+                            (float) DjlOptimizers.read(optimizer, "beta1"),
+                            (float) DjlOptimizers.read(optimizer, "beta2"),
+                            (float) DjlOptimizers.read(optimizer, "epsilon"),
                             wd,
-                            kind == Kind.ADAMW);
+                            kind == DjlOptimizers.Kind.ADAMW);
             return new FusedUpdate(kind, tracker, wd, 0f, adam, adjustment, begin);
-        } catch (ReflectiveOperationException | RuntimeException e) {
+        } catch (RuntimeException e) {
             logger.info(
                     "djl-amp keeps {}'s per-parameter update: its settings could not be read ({})",
                     optimizer.getClass().getSimpleName(),
@@ -136,31 +134,18 @@ final class FusedUpdate {
     }
 
     private static String unsupported(Optimizer optimizer) {
-        Class<?> type = optimizer.getClass();
-        if (type != Sgd.class && type != Adam.class && type != AdamW.class) {
+        if (DjlOptimizers.kindOf(optimizer) == null) {
             return "only DJL's Sgd, Adam and AdamW have fused versions";
         }
         try {
-            if (!(field(optimizer, "learningRateTracker") instanceof Tracker)) {
+            if (!(DjlOptimizers.read(optimizer, "learningRateTracker") instanceof Tracker)) {
                 return "the learning rate tracker gives each parameter its own rate (a"
                         + " ParameterTracker that is not a Tracker)";
             }
-        } catch (ReflectiveOperationException | RuntimeException e) {
+        } catch (RuntimeException e) {
             return "its settings could not be read (" + e + ")";
         }
         return null;
-    }
-
-    private static Object field(Optimizer optimizer, String name)
-            throws ReflectiveOperationException {
-        return field(optimizer, optimizer.getClass(), name);
-    }
-
-    private static Object field(Optimizer optimizer, Class<?> owner, String name)
-            throws ReflectiveOperationException {
-        Field field = owner.getDeclaredField(name);
-        field.setAccessible(true);
-        return field.get(optimizer);
     }
 
     /**
@@ -223,8 +208,8 @@ final class FusedUpdate {
             }
             // lives as long as the moments, on the model's manager
             UpdateCounter count = counter.forLaunch(ids, weights.get(0).getManager(), device);
-            LearningRate rate = learningRate(backend);
-            if (kind == Kind.SGD) {
+            refreshRates(backend);
+            if (kind == DjlOptimizers.Kind.SGD) {
                 backend.fusedSgdStep(
                         weights,
                         grads,
@@ -246,27 +231,25 @@ final class FusedUpdate {
     }
 
     /**
-     * The rate of this launch: the fixed one, or the schedule's window on the device, refreshed
-     * with one host read of the update count when the launch may run past it.
+     * Before a launch with a schedule: when the launch may run past the window of rates on the
+     * device, one host read of the update count and a new window.
      */
-    private LearningRate learningRate(AmpBackend backend) {
-        if (schedule == null) {
-            return LearningRate.fixed(fixedRate);
+    private void refreshRates(AmpBackend backend) {
+        if (schedule == null || !schedule.needsRefresh()) {
+            return;
         }
-        if (schedule.needsRefresh()) {
-            NDArray count = counter.count();
-            float[] window = schedule.refresh(FusedUpdateCount.read(backend, count));
-            NDManager owner = count.getManager();
-            if (rates != null) {
-                rates.close();
-            }
-            // made on the count's device directly, owned like the count
-            try (NDManager onDevice = owner.newSubManager(count.getDevice())) {
-                rates = onDevice.create(window);
-                rates.attach(owner);
-            }
+        NDArray count = counter.count();
+        float[] window = schedule.refresh(FusedUpdateCount.read(backend, count));
+        NDManager owner = count.getManager();
+        if (rate != null) {
+            rate.getValues().close();
         }
-        return LearningRate.perUpdateCount(rates, schedule.first());
+        // made on the count's device directly, owned like the count
+        try (NDManager onDevice = owner.newSubManager(count.getDevice())) {
+            NDArray rates = onDevice.create(window);
+            rates.attach(owner);
+            rate = LearningRate.perUpdateCount(rates, schedule.first());
+        }
     }
 
     /** The state of one parameter (momentum, or first and second moments); empty when none. */
@@ -297,7 +280,7 @@ final class FusedUpdate {
 
     /** The number of buffers of each parameter: SGD's momentum, or Adam's two moments. */
     int bufferCount() {
-        return kind == Kind.SGD ? (momentum == 0f ? 0 : 1) : 2;
+        return kind.bufferCount(momentum);
     }
 
     /**
@@ -305,7 +288,7 @@ final class FusedUpdate {
      * buffer, a fused SGD with a fixed rate keeps it out (and one with a schedule keeps it in).
      */
     float momentumToDjl() {
-        return kind == Kind.SGD && schedule == null ? fixedRate : 1f;
+        return kind == DjlOptimizers.Kind.SGD && schedule == null ? fixedRate : 1f;
     }
 
     /** The device update count: restored from a saved state before the first step. */

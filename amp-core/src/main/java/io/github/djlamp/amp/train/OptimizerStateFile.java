@@ -7,8 +7,6 @@ import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Parameter;
-import ai.djl.training.optimizer.Adam;
-import ai.djl.training.optimizer.AdamW;
 import ai.djl.training.optimizer.Optimizer;
 import ai.djl.training.optimizer.Sgd;
 import ai.djl.util.Pair;
@@ -17,7 +15,6 @@ import io.github.djlamp.amp.spi.AmpBackend;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
-import java.lang.reflect.Field;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
@@ -69,7 +66,7 @@ final class OptimizerStateFile {
             throws IOException {
         State state = new State();
         Optimizer inner = optimizer.getInner();
-        state.optimizer = kindOf(inner);
+        state.optimizer = kindOf(inner).code;
         AmpBackend backend = session.getBackend();
         Map<String, String> names = names(session);
         FusedUpdate fused = optimizer.fusedUpdate();
@@ -84,7 +81,7 @@ final class OptimizerStateFile {
                 }
             }
             NDArray count = fused.counter().count();
-            int begin = (int) field(inner, Optimizer.class, "beginNumUpdate");
+            int begin = (int) DjlOptimizers.read(inner, Optimizer.class, "beginNumUpdate");
             fused.counter()
                     .appliedSteps(backend)
                     .forEach(
@@ -115,7 +112,7 @@ final class OptimizerStateFile {
                             state.counts.put(name, (long) count);
                         }
                     });
-            state.numUpdate = (int) field(inner, Optimizer.class, "numUpdate");
+            state.numUpdate = (int) DjlOptimizers.read(inner, Optimizer.class, "numUpdate");
         }
         write(state, file);
     }
@@ -124,17 +121,17 @@ final class OptimizerStateFile {
             throws IOException {
         State state = read(file);
         Optimizer inner = optimizer.getInner();
-        int kind = kindOf(inner);
+        DjlOptimizers.Kind kind = kindOf(inner);
         FusedUpdate fused = optimizer.fusedUpdate();
         int buffers = fused != null ? fused.bufferCount() : djlBufferCount(inner);
-        if (state.optimizer != kind || state.buffersPerParameter != buffers) {
+        if (state.optimizer != kind.code || state.buffersPerParameter != buffers) {
             throw new AmpException(
                     "The optimizer state in "
                             + file
                             + " is "
                             + describe(state.optimizer, state.buffersPerParameter)
                             + "'s, but the trainer's optimizer is "
-                            + describe(kind, buffers)
+                            + describe(kind.code, buffers)
                             + ": load it into the optimizer it was saved from");
         }
         Map<String, Parameter> byName = new HashMap<>();
@@ -198,7 +195,7 @@ final class OptimizerStateFile {
                 fused.putBuffers(byName.get(entry.getKey()).getId(), arrays);
             }
             Map<String, Long> applied = new LinkedHashMap<>();
-            int begin = (int) field(inner, Optimizer.class, "beginNumUpdate");
+            int begin = (int) DjlOptimizers.read(inner, Optimizer.class, "beginNumUpdate");
             state.counts.forEach(
                     (name, count) ->
                             applied.put(byName.get(name).getId(), Math.max(0, count - begin)));
@@ -209,7 +206,7 @@ final class OptimizerStateFile {
             }
             fused.counter().restore(applied, state.numUpdate, owner, device);
         } else {
-            if ((int) field(inner, Optimizer.class, "numUpdate") != 0) {
+            if ((int) DjlOptimizers.read(inner, Optimizer.class, "numUpdate") != 0) {
                 throw notBeforeFirstStep();
             }
             List<Map<String, Map<Device, NDArray>>> maps = djlBuffers(inner);
@@ -236,7 +233,7 @@ final class OptimizerStateFile {
             Map<String, Integer> counts = djlCounts(inner);
             state.counts.forEach(
                     (name, count) -> counts.put(byName.get(name).getId(), (int) (long) count));
-            setField(inner, Optimizer.class, "numUpdate", (int) state.numUpdate);
+            DjlOptimizers.write(inner, Optimizer.class, "numUpdate", (int) state.numUpdate);
         }
     }
 
@@ -299,38 +296,37 @@ final class OptimizerStateFile {
         return names;
     }
 
-    private static int kindOf(Optimizer optimizer) {
-        Class<?> type = optimizer.getClass();
-        if (type == Sgd.class) {
-            return 1;
-        } else if (type == Adam.class) {
-            return 2;
-        } else if (type == AdamW.class) {
-            return 3;
+    private static DjlOptimizers.Kind kindOf(Optimizer optimizer) {
+        DjlOptimizers.Kind kind = DjlOptimizers.kindOf(optimizer);
+        if (kind == null) {
+            throw new AmpException(
+                    "djl-amp saves and loads the state of DJL's Sgd, Adam and AdamW, not of "
+                            + optimizer.getClass().getName());
         }
-        throw new AmpException(
-                "djl-amp saves and loads the state of DJL's Sgd, Adam and AdamW, not of "
-                        + type.getName());
+        return kind;
     }
 
-    private static String describe(int kind, int buffers) {
+    private static String describe(int code, int buffers) {
+        DjlOptimizers.Kind kind = DjlOptimizers.Kind.ofCode(code);
+        if (kind == null) {
+            return "an unknown optimizer (" + code + ")";
+        }
         switch (kind) {
-            case 1:
+            case SGD:
                 return buffers == 0 ? "Sgd without momentum" : "Sgd with momentum";
-            case 2:
+            case ADAM:
                 return "Adam";
-            case 3:
-                return "AdamW";
             default:
-                return "an unknown optimizer (" + kind + ")";
+                return "AdamW";
         }
     }
 
     private static int djlBufferCount(Optimizer inner) {
-        if (inner instanceof Sgd) {
-            return (float) field(inner, Sgd.class, "momentum") == 0f ? 0 : 1;
-        }
-        return 2;
+        float momentum =
+                inner instanceof Sgd
+                        ? (float) DjlOptimizers.read(inner, Sgd.class, "momentum")
+                        : 0f;
+        return kindOf(inner).bufferCount(momentum);
     }
 
     @SuppressWarnings("unchecked")
@@ -340,56 +336,21 @@ final class OptimizerStateFile {
             if (djlBufferCount(inner) == 1) {
                 maps.add(
                         (Map<String, Map<Device, NDArray>>)
-                                field(inner, Sgd.class, "momentumStates"));
+                                DjlOptimizers.read(inner, Sgd.class, "momentumStates"));
             }
         } else {
             Class<?> type = inner.getClass();
-            maps.add((Map<String, Map<Device, NDArray>>) field(inner, type, "means"));
-            maps.add((Map<String, Map<Device, NDArray>>) field(inner, type, "variances"));
+            maps.add((Map<String, Map<Device, NDArray>>) DjlOptimizers.read(inner, type, "means"));
+            maps.add(
+                    (Map<String, Map<Device, NDArray>>)
+                            DjlOptimizers.read(inner, type, "variances"));
         }
         return maps;
     }
 
     @SuppressWarnings("unchecked")
     private static Map<String, Integer> djlCounts(Optimizer inner) {
-        return (Map<String, Integer>) field(inner, Optimizer.class, "updateCounts");
-    }
-
-    private static Object field(Object target, Class<?> owner, String name) {
-        try {
-            return accessible(owner, name).get(target);
-        } catch (IllegalAccessException e) {
-            throw unreadable(owner, name, e);
-        }
-    }
-
-    private static void setField(Object target, Class<?> owner, String name, Object value) {
-        try {
-            accessible(owner, name).set(target, value);
-        } catch (IllegalAccessException e) {
-            throw unreadable(owner, name, e);
-        }
-    }
-
-    private static Field accessible(Class<?> owner, String name) {
-        try {
-            Field field = owner.getDeclaredField(name);
-            field.setAccessible(true);
-            return field;
-        } catch (NoSuchFieldException e) {
-            throw unreadable(owner, name, e);
-        }
-    }
-
-    private static AmpException unreadable(Class<?> owner, String name, Exception e) {
-        return new AmpException(
-                "Cannot reach "
-                        + owner.getSimpleName()
-                        + "."
-                        + name
-                        + " (djl-amp is built for DJL 0.35.1): "
-                        + e,
-                e);
+        return (Map<String, Integer>) DjlOptimizers.read(inner, Optimizer.class, "updateCounts");
     }
 
     private static void write(State state, Path file) throws IOException {

@@ -9,7 +9,6 @@ import io.github.djlamp.amp.AmpException;
 import io.github.djlamp.amp.train.AmpSession;
 import io.github.djlamp.amp.train.AmpTrainingConfig;
 import java.io.IOException;
-import java.nio.ByteBuffer;
 import java.nio.file.Files;
 import java.nio.file.Path;
 
@@ -104,30 +103,23 @@ public final class DataParallel {
      */
     public static void loadOptimizerState(Trainer trainer, World world, Path file)
             throws IOException {
+        // no state file is ever empty: empty bytes say rank 0 has none
         byte[] bytes =
-                world.isRoot() && Files.isRegularFile(file) ? Files.readAllBytes(file) : null;
-        int length =
-                Integer.parseInt(
-                        world.broadcast(
-                                String.valueOf(bytes == null ? -1 : bytes.length),
-                                "the optimizer state's length"));
-        if (length < 0) {
+                world.broadcast(
+                        world.isRoot() && Files.isRegularFile(file)
+                                ? Files.readAllBytes(file)
+                                : new byte[0],
+                        "the optimizer state");
+        if (bytes.length == 0) {
             throw new AmpException(
                     "No optimizer state at "
                             + file
                             + " on rank 0: resume from a checkpoint written by"
                             + " AtomicCheckpoint.save(trainer, ...) or AtomicSaveModelTrainingListener");
         }
-        ByteBuffer buffer = ByteBuffer.allocateDirect(Math.max(1, length));
-        if (bytes != null) {
-            buffer.put(bytes).flip();
-        }
-        world.broadcast(buffer, length, "the optimizer state");
         Path staged = Files.createTempFile("djl-amp-optimizer-", ".state");
         try {
-            byte[] received = new byte[length];
-            buffer.get(0, received);
-            Files.write(staged, received);
+            Files.write(staged, bytes);
             AmpSession.of(trainer).loadOptimizerState(staged);
         } finally {
             Files.deleteIfExists(staged);

@@ -316,10 +316,21 @@ public final class World implements AutoCloseable {
      * @return rank 0's text
      */
     public String broadcast(String text, String what) {
+        return new String(
+                broadcast(text.getBytes(StandardCharsets.UTF_8), what), StandardCharsets.UTF_8);
+    }
+
+    /**
+     * Returns rank 0's bytes on every rank, whatever their length.
+     *
+     * @param bytes this rank's bytes (only rank 0's matter)
+     * @param what what is being broadcast, for error messages
+     * @return rank 0's bytes
+     */
+    public byte[] broadcast(byte[] bytes, String what) {
         if (size == 1) {
-            return text;
+            return bytes;
         }
-        byte[] bytes = text.getBytes(StandardCharsets.UTF_8);
         ByteBuffer length = ByteBuffer.allocateDirect(Integer.BYTES);
         length.putInt(0, bytes.length);
         broadcast(length, Integer.BYTES, what + " (length)");
@@ -330,7 +341,7 @@ public final class World implements AutoCloseable {
         broadcast(content, length.getInt(0), what);
         byte[] received = new byte[length.getInt(0)];
         content.get(0, received);
-        return new String(received, StandardCharsets.UTF_8);
+        return received;
     }
 
     /**

@@ -153,8 +153,7 @@ public final class PtAmpBackend implements AmpBackend {
         } else if (!momentumBuffers.isEmpty()) {
             throw new AmpException("SGD without momentum takes no momentum buffers");
         }
-        requirePyTorchCounter(counter);
-        requireRates(learningRate);
+        requirePyTorch(learningRate, counter);
         if (weights.isEmpty()) {
             return;
         }
@@ -186,8 +185,7 @@ public final class PtAmpBackend implements AmpBackend {
         requireSameSize(weights, gradients, "gradients");
         requireSameSize(weights, means, "first moments");
         requireSameSize(weights, variances, "second moments");
-        requirePyTorchCounter(counter);
-        requireRates(learningRate);
+        requirePyTorch(learningRate, counter);
         if (weights.isEmpty()) {
             return;
         }
@@ -212,20 +210,14 @@ public final class PtAmpBackend implements AmpBackend {
                         requireScalarFp32(foundInf, "foundInf"));
     }
 
-    private static void requireRates(LearningRate learningRate) {
-        if (!learningRate.isFixed() && !(learningRate.getValues() instanceof PtNDArray)) {
-            throw new AmpException(
-                    "A per-step learning rate needs a PyTorch array of rates, got "
-                            + learningRate.getValues().getClass().getName());
+    /** The arrays of the rates and the counter are PyTorch's, as the kernels need. */
+    private static void requirePyTorch(LearningRate learningRate, UpdateCounter counter) {
+        if (!learningRate.isFixed()) {
+            requirePyTorch(learningRate.getValues());
         }
-    }
-
-    private static void requirePyTorchCounter(UpdateCounter counter) {
-        if (!(counter.getPerParameter() instanceof PtNDArray)
-                || !(counter.getTrained() instanceof PtNDArray)
-                || !(counter.getCount() instanceof PtNDArray)) {
-            throw new AmpException("The update counter's arrays must be PyTorch arrays");
-        }
+        requirePyTorch(counter.getPerParameter());
+        requirePyTorch(counter.getTrained());
+        requirePyTorch(counter.getCount());
     }
 
     private static void requireSameSize(NDList weights, NDList other, String what) {
