@@ -5,8 +5,10 @@ import ai.djl.training.TrainingConfig;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
 import io.github.djlamp.amp.scale.LossScaling;
+import io.github.djlamp.amp.spi.MemoryLayout;
 import io.github.djlamp.amp.train.AmpSession;
 import io.github.djlamp.amp.train.AmpTrainingConfig;
+import io.github.djlamp.amp.verify.KernelVerification;
 
 /**
  * The front door: mixed precision for an existing DJL training program in two lines.
@@ -47,6 +49,24 @@ public final class Amp {
      */
     public static MixedPrecisionBlock wrap(Block block, PrecisionPolicy policy) {
         return new MixedPrecisionBlock(block, policy);
+    }
+
+    /**
+     * Wraps a block to compute in mixed precision, choosing whether its 16-bit kernels are checked
+     * against fp32 at their first use ({@link KernelVerification#ON}, what the other {@code wrap}
+     * methods do) or trusted ({@link KernelVerification#OFF}, for a platform already verified).
+     *
+     * @param block the user's block
+     * @param policyName a policy name or string, as for {@link #wrap(Block, String)}
+     * @param verification whether to check the kernels
+     * @return the wrapped block
+     * @throws IllegalArgumentException when the policy name is unknown or an override names no
+     *     block
+     */
+    public static MixedPrecisionBlock wrap(
+            Block block, String policyName, KernelVerification verification) {
+        return new MixedPrecisionBlock(
+                block, PrecisionPolicy.parse(policyName), MemoryLayout.CHANNELS_LAST, verification);
     }
 
     /**

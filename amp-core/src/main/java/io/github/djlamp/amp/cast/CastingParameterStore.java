@@ -4,12 +4,18 @@ import ai.djl.Device;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
+import ai.djl.nn.Block;
 import ai.djl.nn.Parameter;
 import ai.djl.training.ParameterServer;
 import ai.djl.training.ParameterStore;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.MemoryLayout;
+import io.github.djlamp.amp.verify.KernelVerdict;
+import io.github.djlamp.amp.verify.KernelVerifier;
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.List;
 
 /**
  * The parameter store one forward pass of a {@link MixedPrecisionBlock} hands down its shadow tree:
@@ -25,6 +31,8 @@ final class CastingParameterStore extends ParameterStore {
     private final Precision computePrecision;
     private final MemoryLayout lowLayout;
     private final NDManager stepManager;
+    private final KernelVerifier verifier;
+    private final boolean forceLayout;
 
     CastingParameterStore(
             ParameterStore delegate,
@@ -32,7 +40,20 @@ final class CastingParameterStore extends ParameterStore {
             WeightCastCache cache,
             Precision computePrecision,
             MemoryLayout lowLayout,
-            NDManager stepManager) {
+            NDManager stepManager,
+            KernelVerifier verifier) {
+        this(delegate, backend, cache, computePrecision, lowLayout, stepManager, verifier, false);
+    }
+
+    private CastingParameterStore(
+            ParameterStore delegate,
+            AmpBackend backend,
+            WeightCastCache cache,
+            Precision computePrecision,
+            MemoryLayout lowLayout,
+            NDManager stepManager,
+            KernelVerifier verifier,
+            boolean forceLayout) {
         super(delegate.getManager(), false);
         this.delegate = delegate;
         this.backend = backend;
@@ -40,10 +61,53 @@ final class CastingParameterStore extends ParameterStore {
         this.computePrecision = computePrecision;
         this.lowLayout = lowLayout;
         this.stepManager = stepManager;
+        this.verifier = verifier;
+        this.forceLayout = forceLayout;
     }
 
     ParameterStore delegate() {
         return delegate;
+    }
+
+    Precision computePrecision() {
+        return computePrecision;
+    }
+
+    /**
+     * Returns the verdict of the kernel check for a low-precision layer at this input, checking the
+     * kernel first where no layer has run its signature yet; null when kernel verification is off
+     * or djl-amp does not check this kind of layer.
+     */
+    KernelVerdict verdict(Block block, String path, NDList inputs, boolean training) {
+        if (verifier == null || !KernelVerifier.covers(block) || inputs.size() != 1) {
+            return null;
+        }
+        NDArray input = inputs.head();
+        return verifier.verdict(
+                block, path, input, delegate, training, computePrecision, layoutCandidates(input));
+    }
+
+    private List<MemoryLayout> layoutCandidates(NDArray input) {
+        if (input.getShape().dimension() != 4) {
+            return Collections.singletonList(lowLayout);
+        }
+        MemoryLayout other =
+                lowLayout == MemoryLayout.CHANNELS_LAST
+                        ? MemoryLayout.CONTIGUOUS
+                        : MemoryLayout.CHANNELS_LAST;
+        return Arrays.asList(lowLayout, other);
+    }
+
+    /**
+     * Returns this store with another layout for 16-bit inputs and weights, which it then makes
+     * even of inputs already in the compute precision.
+     */
+    CastingParameterStore withLayout(MemoryLayout layout) {
+        if (layout == lowLayout) {
+            return this;
+        }
+        return new CastingParameterStore(
+                delegate, backend, cache, computePrecision, layout, stepManager, verifier, true);
     }
 
     /** Casts floating inputs of a low-precision stage to the compute precision and layout. */
@@ -61,7 +125,7 @@ final class CastingParameterStore extends ParameterStore {
         NDList result = new NDList(arrays.size());
         for (NDArray array : arrays) {
             Precision current = backend.precisionOf(array);
-            if (current == null || current == target) {
+            if (current == null || (current == target && !(forceLayout && target.isReduced()))) {
                 result.add(array);
             } else {
                 NDArray cast = backend.cast(array, target, layout, stepManager);

@@ -16,17 +16,27 @@ import ai.djl.training.initializer.Initializer;
 import ai.djl.util.Pair;
 import ai.djl.util.PairList;
 import io.github.djlamp.amp.AmpException;
+import io.github.djlamp.amp.policy.BlockPaths;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.AmpBackends;
 import io.github.djlamp.amp.spi.DeviceCapabilities;
 import io.github.djlamp.amp.spi.MemoryLayout;
+import io.github.djlamp.amp.verify.CanonicalKernels;
+import io.github.djlamp.amp.verify.KernelVerdict;
+import io.github.djlamp.amp.verify.KernelVerdicts;
+import io.github.djlamp.amp.verify.KernelVerification;
+import io.github.djlamp.amp.verify.KernelVerifier;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Predicate;
@@ -63,6 +73,8 @@ public final class MixedPrecisionBlock implements Block {
     private volatile int treeVersion;
     private final AtomicLong trainingForwards = new AtomicLong();
     private volatile Runnable beforeSave;
+    private final KernelVerification verification;
+    private volatile KernelVerifier verifier;
 
     /**
      * Wraps a block.
@@ -90,9 +102,33 @@ public final class MixedPrecisionBlock implements Block {
      *     that may call softmax (which terminates the JVM in DJL 0.35.1)
      */
     public MixedPrecisionBlock(Block original, PrecisionPolicy policy, MemoryLayout lowLayout) {
+        this(original, policy, lowLayout, KernelVerification.ON);
+    }
+
+    /**
+     * Wraps a block, choosing whether its 16-bit kernels are checked against fp32 before they are
+     * trusted ({@link KernelVerifier}).
+     *
+     * @param original the block to run in mixed precision; it keeps working on its own too
+     * @param policy what computes in which precision; "auto" is resolved per device on first use
+     * @param lowLayout the layout of 16-bit inputs and weights of low-precision blocks: {@link
+     *     MemoryLayout#CHANNELS_LAST} or {@link MemoryLayout#PRESERVE}
+     * @param verification {@link KernelVerification#ON} (the default) to check each 16-bit
+     *     convolution and linear kernel at its first use and fall back where one is wrong, {@link
+     *     KernelVerification#OFF} to trust the platform
+     * @throws IllegalArgumentException when an override of the policy names no block in the tree
+     * @throws io.github.djlamp.amp.AmpException when an override would hand bf16 arrays to a block
+     *     that may call softmax (which terminates the JVM in DJL 0.35.1)
+     */
+    public MixedPrecisionBlock(
+            Block original,
+            PrecisionPolicy policy,
+            MemoryLayout lowLayout,
+            KernelVerification verification) {
         this.original = Objects.requireNonNull(original, "original");
         this.policy = Objects.requireNonNull(policy, "policy");
         this.lowLayout = Objects.requireNonNull(lowLayout, "lowLayout");
+        this.verification = Objects.requireNonNull(verification, "verification");
         if (original instanceof MixedPrecisionBlock) {
             throw new IllegalArgumentException(
                     "The block is already a MixedPrecisionBlock; wrap the original block once");
@@ -240,7 +276,7 @@ public final class MixedPrecisionBlock implements Block {
             Precision compute) {
         CastingParameterStore casting =
                 new CastingParameterStore(
-                        parameterStore, backend, cache, compute, lowLayout, stepManager);
+                        parameterStore, backend, cache, compute, lowLayout, stepManager, verifier);
         NDList outputs = r.shadow.forward(casting, inputs, training, params);
         NDList fp32 = casting.toFp32(outputs);
         IntermediateRelease.closeConsumed(outputs, inputs, fp32);
@@ -311,6 +347,9 @@ public final class MixedPrecisionBlock implements Block {
                 if (backend == null) {
                     AmpBackend found = AmpBackends.forManager(manager);
                     cache = new WeightCastCache(found);
+                    if (verification == KernelVerification.ON) {
+                        verifier = new KernelVerifier(found);
+                    }
                     backend = found;
                 }
             }
@@ -319,14 +358,83 @@ public final class MixedPrecisionBlock implements Block {
                 device,
                 d -> {
                     DeviceCapabilities caps = backend.capabilities(d);
+                    if (policy.isAuto() && verification == KernelVerification.ON) {
+                        caps = confirmAuto(caps, manager);
+                    }
                     PrecisionPolicy concrete = policy.isAuto() ? policy.resolveAuto(caps) : policy;
                     DeviceSupport.check(concrete, caps);
                     warnIfMostlyFp32(concrete);
                     return new Resolved(
                             concrete,
                             ShadowTree.build(original, concrete),
-                            TreeStructure.of(original));
+                            TreeStructure.of(original),
+                            caps.getReason());
                 });
+    }
+
+    /**
+     * Under {@code auto}, a 16-bit precision the device's flags recommend is taken only when the
+     * canonical layers' kernels pass the check in it.
+     */
+    private DeviceCapabilities confirmAuto(DeviceCapabilities caps, NDManager manager) {
+        DeviceCapabilities confirmed = CanonicalKernels.confirm(backend, caps, manager);
+        if (confirmed != caps) {
+            logger.warn("djl-amp: auto on {}: {}", caps.getDevice(), confirmed.getReason());
+        }
+        return confirmed;
+    }
+
+    /**
+     * Returns why the policy in use on a device was chosen: under {@code auto}, what the device
+     * offers and what the check of its kernels found; otherwise that it was configured.
+     *
+     * @param device the device
+     * @param manager a manager of the engine, to find the engine layer
+     * @return the reason, in one sentence a user can read
+     */
+    public String describePolicyChoice(Device device, NDManager manager) {
+        return policy.isAuto() ? resolved(device, manager).reason : "configured";
+    }
+
+    /**
+     * Returns whether this wrapper checks its 16-bit kernels before trusting them.
+     *
+     * @return the setting it was made with
+     */
+    public KernelVerification getKernelVerification() {
+        return verification;
+    }
+
+    /**
+     * Returns the kernel checks' verdicts for the layers of this model that have run so far, each
+     * with the paths of the layers (of any model in this process) that share its signature.
+     *
+     * @return the verdicts whose paths include a layer of this model, in the order checked
+     */
+    public List<KernelVerdict> getKernelVerdicts() {
+        Set<String> paths = new HashSet<>();
+        for (Pair<String, Block> pair : allBlocks(original, "")) {
+            paths.add(pair.getKey().isEmpty() ? "root" : pair.getKey());
+        }
+        List<KernelVerdict> mine = new ArrayList<>();
+        for (KernelVerdict verdict : KernelVerdicts.all()) {
+            for (String path : verdict.getPaths()) {
+                if (paths.contains(path)) {
+                    mine.add(verdict);
+                    break;
+                }
+            }
+        }
+        return mine;
+    }
+
+    private static List<Pair<String, Block>> allBlocks(Block block, String path) {
+        List<Pair<String, Block>> all = new ArrayList<>();
+        all.add(new Pair<>(path, block));
+        for (Pair<String, Block> child : block.getChildren()) {
+            all.addAll(allBlocks(child.getValue(), BlockPaths.child(path, child.getKey())));
+        }
+        return all;
     }
 
     private void warnIfMostlyFp32(PrecisionPolicy concrete) {
@@ -514,11 +622,13 @@ public final class MixedPrecisionBlock implements Block {
         final Block shadow;
 
         final TreeStructure structure;
+        final String reason;
 
-        Resolved(PrecisionPolicy policy, Block shadow, TreeStructure structure) {
+        Resolved(PrecisionPolicy policy, Block shadow, TreeStructure structure, String reason) {
             this.policy = policy;
             this.shadow = shadow;
             this.structure = structure;
+            this.reason = reason;
         }
     }
 }

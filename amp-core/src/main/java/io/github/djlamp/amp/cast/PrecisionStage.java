@@ -1,5 +1,6 @@
 package io.github.djlamp.amp.cast;
 
+import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
@@ -9,6 +10,11 @@ import ai.djl.nn.Block;
 import ai.djl.training.ParameterStore;
 import ai.djl.util.PairList;
 import io.github.djlamp.amp.policy.CastCategory;
+import io.github.djlamp.amp.verify.KernelVerdict;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * One leaf of the shadow tree: runs the user's block in the precision its {@link CastCategory}
@@ -26,6 +32,7 @@ final class PrecisionStage extends AbstractBlock {
     private final Block inner;
     private final CastCategory category;
     private final String path;
+    private final Map<List<Object>, KernelVerdict> verdicts = new ConcurrentHashMap<>();
 
     PrecisionStage(Block inner, CastCategory category, String path) {
         this.inner = inner;
@@ -46,14 +53,43 @@ final class PrecisionStage extends AbstractBlock {
         CastingParameterStore casting = (CastingParameterStore) parameterStore;
         switch (category) {
             case LOW:
-                return forwardAndReleaseCasts(
-                        casting, casting.toLow(inputs), inputs, training, params);
+                KernelVerdict verdict = verdict(casting, inputs, training);
+                if (verdict != null && !verdict.runsLowPrecision()) {
+                    return forwardAndReleaseCasts(
+                            casting.delegate(), casting.toFp32(inputs), inputs, training, params);
+                }
+                CastingParameterStore low =
+                        verdict == null ? casting : casting.withLayout(verdict.getLayout());
+                return forwardAndReleaseCasts(low, low.toLow(inputs), inputs, training, params);
             case FP32:
                 return forwardAndReleaseCasts(
                         casting.delegate(), casting.toFp32(inputs), inputs, training, params);
             default:
                 return inner.forward(casting.delegate(), inputs, training, params);
         }
+    }
+
+    /**
+     * Returns the kernel check's verdict for this layer at this input: checked at the first use of
+     * each input shape, device and precision, a map lookup afterwards.
+     */
+    private KernelVerdict verdict(CastingParameterStore casting, NDList inputs, boolean training) {
+        if (inputs.size() != 1) {
+            return null;
+        }
+        NDArray input = inputs.head();
+        List<Object> key =
+                Arrays.asList(
+                        input.getShape(), input.getDevice(), casting.computePrecision(), training);
+        KernelVerdict known = verdicts.get(key);
+        if (known != null) {
+            return known;
+        }
+        KernelVerdict verdict = casting.verdict(inner, path, inputs, training);
+        if (verdict != null) {
+            verdicts.put(key, verdict);
+        }
+        return verdict;
     }
 
     /** Runs the block on cast inputs, then drops the handles to the casts it has consumed. */

@@ -6,6 +6,7 @@ import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.scale.LossScaling;
+import java.util.function.Function;
 
 /**
  * The engine-specific operations mixed precision needs and DJL's public API lacks.
@@ -217,6 +218,25 @@ public interface AmpBackend {
      * @param config the dynamic loss scaling configuration
      */
     void updateScaleWithHysteresis(DeviceScaleState state, NDArray foundInf, LossScaling config);
+
+    /**
+     * Evaluates {@code function} on detached copies of {@code inputs} with autograd recording on,
+     * whatever the caller's recording state, and back-propagates {@code cotangent} from its output
+     * into those copies only: the caller's own graph, gradients and random state are untouched.
+     * djl-amp checks a 16-bit kernel against fp32 with it, once per operation signature.
+     *
+     * @param function the computation, given the copies in the order of {@code inputs}
+     * @param inputs the arrays to differentiate with respect to, any floating precision and layout
+     * @param cotangent the gradient that reaches the output, of the output's shape and precision
+     * @param resultManager the manager that owns the results
+     * @return the output followed by the gradient of each input (zeros where none reached it), each
+     *     a contiguous fp32 array on {@code resultManager}
+     */
+    NDList valueAndGradients(
+            Function<NDList, NDArray> function,
+            NDList inputs,
+            NDArray cotangent,
+            NDManager resultManager);
 
     /**
      * Returns what a device can compute usefully in reduced precision.

@@ -167,7 +167,7 @@ public final class AmpSession implements AutoCloseable {
         NDManager manager = trainer.getManager();
         backend = AmpBackends.forManager(manager);
         policy = block.resolvePolicy(device, manager);
-        policyChoice = describePolicyChoice(device);
+        policyChoice = describePolicyChoice(device, manager);
         if (scaler != null) {
             scaler.close();
         }
@@ -240,7 +240,7 @@ public final class AmpSession implements AutoCloseable {
         }
     }
 
-    private String describePolicyChoice(Device device) {
+    private String describePolicyChoice(Device device, NDManager manager) {
         if (!block.getPolicy().isAuto()) {
             return policy.toString();
         }
@@ -248,7 +248,7 @@ public final class AmpSession implements AutoCloseable {
                 + " (auto on "
                 + device
                 + ": "
-                + backend.capabilities(device).getReason()
+                + block.describePolicyChoice(device, manager)
                 + ")";
     }
 

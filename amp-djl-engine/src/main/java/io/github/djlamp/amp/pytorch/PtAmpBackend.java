@@ -6,6 +6,7 @@ import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.pytorch.engine.PtNDArray;
+import ai.djl.pytorch.jni.JniUtils;
 import io.github.djlamp.amp.AmpException;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.scale.LossScaling;
@@ -20,6 +21,7 @@ import io.github.djlamp.amp.spi.UpdateCounter;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Function;
 
 /**
  * The {@link AmpBackend} for DJL's PyTorch engine, registered through {@link
@@ -336,6 +338,54 @@ public final class PtAmpBackend implements AmpBackend {
                             + array.getShape());
         }
         return requirePyTorch(array);
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public NDList valueAndGradients(
+            Function<NDList, NDArray> function,
+            NDList inputs,
+            NDArray cotangent,
+            NDManager resultManager) {
+        boolean recording = JniUtils.isGradMode();
+        try (NDManager scratch = resultManager.newSubManager()) {
+            JniUtils.setGradMode(true);
+            NDList leaves = new NDList(inputs.size());
+            for (NDArray input : inputs) {
+                PtNDArray leaf = JniUtils.detachGradient(requirePyTorch(input));
+                leaf.attach(scratch);
+                leaf.setRequiresGradient(true);
+                leaves.add(leaf);
+            }
+            PtNDArray output = requirePyTorch(function.apply(leaves));
+            output.attach(scratch);
+            JniUtils.backward(output, requirePyTorch(cotangent), false, false);
+            JniUtils.setGradMode(false);
+            NDList results = new NDList(inputs.size() + 1);
+            results.add(toFp32(output, resultManager));
+            for (NDArray leaf : leaves) {
+                PtNDArray gradient = JniUtils.getGradient((PtNDArray) leaf);
+                if (gradient == null) {
+                    results.add(resultManager.zeros(leaf.getShape()));
+                } else {
+                    gradient.attach(scratch);
+                    results.add(toFp32(gradient, resultManager));
+                }
+            }
+            return results;
+        } finally {
+            JniUtils.setGradMode(recording);
+        }
+    }
+
+    private NDArray toFp32(PtNDArray array, NDManager resultManager) {
+        NDArray detached = JniUtils.detachGradient(array);
+        detached.attach(resultManager);
+        NDArray fp32 = cast(detached, Precision.FP32, MemoryLayout.CONTIGUOUS, resultManager);
+        if (fp32 != detached) {
+            detached.close();
+        }
+        return fp32;
     }
 
     /** {@inheritDoc} */

@@ -1,0 +1,388 @@
+package io.github.djlamp.amp.verify;
+
+import ai.djl.Device;
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.Shape;
+import ai.djl.nn.Block;
+import ai.djl.nn.Parameter;
+import ai.djl.nn.convolutional.Convolution;
+import ai.djl.nn.core.Linear;
+import ai.djl.training.ParameterStore;
+import ai.djl.util.Pair;
+import io.github.djlamp.amp.policy.Precision;
+import io.github.djlamp.amp.spi.AmpBackend;
+import io.github.djlamp.amp.spi.MemoryLayout;
+import java.util.ArrayList;
+import java.util.IdentityHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.function.Function;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Checks a 16-bit convolution or linear kernel against fp32 before its result is used, once per
+ * operation signature for the life of the process ({@link KernelVerdicts}).
+ *
+ * <p>The check runs the layer three times on the layer's own input and weights, rounded to the
+ * 16-bit format first so that every side sees the same values: in fp32 (the reference), in fp32 on
+ * the absolute values (the sums S that {@link ErrorBound} scales with), and in 16 bits in each
+ * candidate memory layout until one agrees. Each run goes forward and backward from a fixed
+ * cotangent, so the output, the weight and bias gradients and, where the input needs one, the input
+ * gradient are all compared. The fp32 reference is itself compared, on a few sampled outputs, with
+ * a direct double-precision sum ({@link DirectSum}): where fp32 is wrong too, no fallback helps and
+ * the verdict says the platform is unsound.
+ *
+ * <p>Nothing of the caller's is touched: the runs use detached copies, a cotangent made without the
+ * engine's random generator, and a manager closed before this returns.
+ */
+public final class KernelVerifier {
+
+    private static final Logger logger = LoggerFactory.getLogger(KernelVerifier.class);
+
+    /** The cure verified on the platforms where oneDNN's kernels were found wrong. */
+    public static final String CPU_CURE = "ONEDNN_MAX_CPU_ISA=AVX2";
+
+    private final AmpBackend backend;
+
+    /**
+     * Creates a verifier over an engine layer.
+     *
+     * @param backend the engine layer that runs the kernels
+     */
+    public KernelVerifier(AmpBackend backend) {
+        this.backend = backend;
+    }
+
+    /**
+     * Returns whether djl-amp checks this block's kernel: DJL's convolutions and linear layers, the
+     * blocks whose 16-bit kernels are matrix multiplications over cast weights.
+     *
+     * @param block a block that computes in 16 bits
+     * @return true for {@link Convolution} and {@link Linear}
+     */
+    public static boolean covers(Block block) {
+        return block instanceof Convolution || block instanceof Linear;
+    }
+
+    /**
+     * Returns the verdict for a layer at its input's signature, checking the kernel first if no
+     * layer of this process has run that signature yet. A failure is logged as one WARN per
+     * signature.
+     *
+     * @param block the layer, a block {@link #covers} accepts
+     * @param path the layer's path in the model, for the report
+     * @param input the layer's input, any precision
+     * @param masters the store holding the layer's fp32 parameters
+     * @param training whether the caller trains (which copy of the parameters to read)
+     * @param precision the 16-bit precision to check
+     * @param candidates the memory layouts to try, in order of preference
+     * @return the verdict
+     */
+    public KernelVerdict verdict(
+            Block block,
+            String path,
+            NDArray input,
+            ParameterStore masters,
+            boolean training,
+            Precision precision,
+            List<MemoryLayout> candidates) {
+        Device device = input.getDevice();
+        Map<Parameter, NDArray> parameters = new IdentityHashMap<>();
+        List<Parameter> order = new ArrayList<>();
+        for (Pair<String, Parameter> pair : block.getDirectParameters()) {
+            NDArray value = masters.getValue(pair.getValue(), device, training);
+            if (value != null) {
+                parameters.put(pair.getValue(), value);
+                order.add(pair.getValue());
+            }
+        }
+        boolean inputGradient = input.hasGradient();
+        String operation = describe(block, order, parameters);
+        String key =
+                operation
+                        + "|"
+                        + input.getShape()
+                        + "|"
+                        + device
+                        + "|"
+                        + precision
+                        + "|"
+                        + inputGradient
+                        + "|"
+                        + candidates;
+        boolean[] created = new boolean[1];
+        KernelVerdict verdict =
+                KernelVerdicts.computeIfAbsent(
+                        key,
+                        () -> {
+                            created[0] = true;
+                            return check(
+                                    block,
+                                    operation,
+                                    input,
+                                    order,
+                                    parameters,
+                                    inputGradient,
+                                    precision,
+                                    candidates);
+                        });
+        boolean newPath = verdict.addPath(path);
+        if (verdict.isDefectFound() && (created[0] || newPath)) {
+            report(verdict, path.isEmpty() ? "root" : path, created[0]);
+        }
+        return verdict;
+    }
+
+    private void report(KernelVerdict verdict, String path, boolean first) {
+        if (!first) {
+            logger.info(
+                    "djl-amp: '{}' has the signature of a kernel found wrong before; it runs {}",
+                    path,
+                    verdict.describeChoice());
+            return;
+        }
+        String now;
+        switch (verdict.getOutcome()) {
+            case OTHER_LAYOUT:
+                now = "it now runs in " + verdict.describeChoice();
+                break;
+            case FP32_FALLBACK:
+                now = "this layer now runs in fp32 at this shape";
+                break;
+            case PLATFORM_UNSOUND:
+                now =
+                        "fp32 itself is wrong here, so no fallback helps: the platform is unsound."
+                                + " On a CPU, restart the JVM with "
+                                + CPU_CURE
+                                + " in the environment (oneDNN's AVX-512 kernels are wrong on"
+                                + " some hypervisors; PyTorch issue 163347)";
+                break;
+            default:
+                now = "it runs unverified";
+        }
+        logger.warn(
+                "djl-amp: the {} kernel of '{}' ({}, input {}, {}) is wrong: {}; {}. Run"
+                        + " io.github.djlamp.amp.doctor.PlatformCheck for the platform's cure.",
+                verdict.getPrecision().canonicalName(),
+                path,
+                verdict.getOperation(),
+                verdict.getInputShape(),
+                verdict.getDevice(),
+                String.join("; ", verdict.getFindings()),
+                now);
+    }
+
+    private KernelVerdict check(
+            Block block,
+            String operation,
+            NDArray input,
+            List<Parameter> order,
+            Map<Parameter, NDArray> parameters,
+            boolean inputGradient,
+            Precision precision,
+            List<MemoryLayout> candidates) {
+        Device device = input.getDevice();
+        Shape inputShape = input.getShape();
+        List<String> findings = new ArrayList<>();
+        try (NDManager scratch = input.getManager().newSubManager()) {
+            NDList reference = new NDList();
+            reference.add(rounded(input, precision, scratch));
+            for (Parameter parameter : order) {
+                reference.add(rounded(parameters.get(parameter), precision, scratch));
+            }
+            Shape outputShape = block.getOutputShapes(new Shape[] {inputShape})[0];
+            NDArray cotangent = rounded(cotangent(outputShape, scratch), precision, scratch);
+            Function<NDList, NDArray> layer = leaves -> forward(block, order, leaves, scratch);
+            NDList expected;
+            NDList sums;
+            try {
+                expected = backend.valueAndGradients(layer, reference, cotangent, scratch);
+                NDList absolute = new NDList();
+                for (NDArray array : reference) {
+                    absolute.add(array.abs());
+                }
+                sums = backend.valueAndGradients(layer, absolute, cotangent.abs(), scratch);
+            } catch (RuntimeException e) {
+                findings.add("the fp32 reference could not run: " + e.getMessage());
+                return verdict(
+                        block,
+                        operation,
+                        inputShape,
+                        device,
+                        precision,
+                        KernelVerdict.Outcome.NOT_CHECKED,
+                        candidates.get(0),
+                        findings);
+            }
+            String unsound = LayerMath.checkReference(block, reference, expected.get(0), backend);
+            if (unsound != null) {
+                findings.add(unsound);
+                return verdict(
+                        block,
+                        operation,
+                        inputShape,
+                        device,
+                        precision,
+                        KernelVerdict.Outcome.PLATFORM_UNSOUND,
+                        candidates.get(0),
+                        findings);
+            }
+            long[] reductions =
+                    LayerMath.reductionLengths(block, inputShape, outputShape, order.size());
+            for (MemoryLayout layout : candidates) {
+                String failure;
+                try {
+                    NDList low = new NDList();
+                    for (NDArray array : reference) {
+                        low.add(backend.cast(array, precision, layout, scratch));
+                    }
+                    NDArray lowCotangent = backend.cast(cotangent, precision, layout, scratch);
+                    NDList actual = backend.valueAndGradients(layer, low, lowCotangent, scratch);
+                    failure =
+                            Comparison.firstFailure(
+                                    actual,
+                                    expected,
+                                    sums,
+                                    names(order),
+                                    reductions,
+                                    inputGradient,
+                                    precision,
+                                    backend);
+                } catch (RuntimeException e) {
+                    failure = "the kernel failed: " + e.getMessage();
+                }
+                if (failure == null) {
+                    KernelVerdict.Outcome outcome =
+                            layout == candidates.get(0)
+                                    ? KernelVerdict.Outcome.VERIFIED
+                                    : KernelVerdict.Outcome.OTHER_LAYOUT;
+                    return verdict(
+                            block,
+                            operation,
+                            inputShape,
+                            device,
+                            precision,
+                            outcome,
+                            layout,
+                            findings);
+                }
+                findings.add(layoutName(layout) + ": " + failure);
+            }
+            return verdict(
+                    block,
+                    operation,
+                    inputShape,
+                    device,
+                    precision,
+                    KernelVerdict.Outcome.FP32_FALLBACK,
+                    null,
+                    findings);
+        }
+    }
+
+    private static KernelVerdict verdict(
+            Block block,
+            String operation,
+            Shape inputShape,
+            Device device,
+            Precision precision,
+            KernelVerdict.Outcome outcome,
+            MemoryLayout layout,
+            List<String> findings) {
+        return new KernelVerdict(
+                operation, inputShape, device, precision, outcome, layout, findings);
+    }
+
+    static String layoutName(MemoryLayout layout) {
+        return layout == MemoryLayout.CHANNELS_LAST ? "channels-last" : "contiguous";
+    }
+
+    private static List<String> names(List<Parameter> order) {
+        List<String> names = new ArrayList<>();
+        names.add("output");
+        names.add("input gradient");
+        for (Parameter parameter : order) {
+            names.add(parameter.getName() + " gradient");
+        }
+        return names;
+    }
+
+    private NDArray rounded(NDArray array, Precision precision, NDManager scratch) {
+        NDArray detached = array.stopGradient();
+        detached.attach(scratch);
+        NDArray low = backend.cast(detached, precision, MemoryLayout.CONTIGUOUS, scratch);
+        return backend.cast(low, Precision.FP32, MemoryLayout.CONTIGUOUS, scratch);
+    }
+
+    /**
+     * A fixed cotangent in [-1, 1): the fractional parts of multiples of the plastic number's
+     * inverse, made without the engine's random generator so that a check changes no random draw of
+     * the user's.
+     */
+    private static NDArray cotangent(Shape shape, NDManager scratch) {
+        NDArray steps = scratch.arange(0f, (float) shape.size(), 1f).mul(0.7548776662466927f);
+        return steps.sub(steps.floor()).mul(2f).sub(1f).reshape(shape);
+    }
+
+    private static NDArray forward(
+            Block block, List<Parameter> order, NDList leaves, NDManager scratch) {
+        Map<Parameter, NDArray> values = new IdentityHashMap<>();
+        for (int i = 0; i < order.size(); i++) {
+            values.put(order.get(i), leaves.get(i + 1));
+        }
+        NDArray output =
+                block.forward(
+                                new FixedParameterStore(scratch, values),
+                                new NDList(leaves.get(0)),
+                                false)
+                        .singletonOrThrow();
+        return output;
+    }
+
+    private static String describe(
+            Block block, List<Parameter> order, Map<Parameter, NDArray> values) {
+        StringBuilder sb = new StringBuilder(block.getClass().getSimpleName());
+        String separator = " (";
+        if (block instanceof Convolution) {
+            Convolution conv = (Convolution) block;
+            sb.append(" (kernel ")
+                    .append(conv.getKernelShape())
+                    .append(", stride ")
+                    .append(conv.getStride())
+                    .append(", padding ")
+                    .append(conv.getPadding())
+                    .append(", dilation ")
+                    .append(conv.getDilation())
+                    .append(", groups ")
+                    .append(conv.getGroups());
+            separator = ", ";
+        }
+        for (Parameter parameter : order) {
+            sb.append(separator)
+                    .append(parameter.getName())
+                    .append(' ')
+                    .append(values.get(parameter).getShape());
+            separator = ", ";
+        }
+        return sb.append(separator.equals(", ") ? ")" : "").toString();
+    }
+
+    /** A parameter store that hands a block given arrays for its parameters. */
+    private static final class FixedParameterStore extends ParameterStore {
+        private final Map<Parameter, NDArray> values;
+
+        FixedParameterStore(NDManager manager, Map<Parameter, NDArray> values) {
+            super(manager, false);
+            this.values = values;
+        }
+
+        @Override
+        public NDArray getValue(Parameter parameter, Device device, boolean training) {
+            NDArray value = values.get(parameter);
+            return value != null ? value : parameter.getArray();
+        }
+    }
+}

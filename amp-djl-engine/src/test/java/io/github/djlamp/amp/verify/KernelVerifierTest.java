@@ -1,0 +1,201 @@
+package io.github.djlamp.amp.verify;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.DataType;
+import ai.djl.ndarray.types.Shape;
+import ai.djl.nn.Block;
+import ai.djl.nn.convolutional.Conv2d;
+import ai.djl.nn.core.Linear;
+import io.github.djlamp.amp.policy.Precision;
+import io.github.djlamp.amp.spi.AmpBackend;
+import io.github.djlamp.amp.spi.AmpBackends;
+import io.github.djlamp.amp.spi.MemoryLayout;
+import java.util.Arrays;
+import java.util.List;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The kernel check on the real engine: correct kernels of large layers pass in bf16 and fp16
+ * (rounding never fires the bound), and a kernel made wrong in one layout by a test double of the
+ * engine layer is replaced by the other layout.
+ */
+class KernelVerifierTest {
+
+    private static final List<MemoryLayout> BOTH =
+            Arrays.asList(MemoryLayout.CHANNELS_LAST, MemoryLayout.CONTIGUOUS);
+
+    @BeforeEach
+    void forgetVerdicts() {
+        KernelVerdicts.forgetAll();
+    }
+
+    @Test
+    void largeBf16LayersPassInBothLayouts() {
+        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+            AmpBackend backend = AmpBackends.forManager(manager);
+            Object[][] layers = {
+                {conv(512, 1, 0), new Shape(16, 256, 8, 8)},
+                {conv(64, 3, 1), new Shape(8, 64, 16, 16)},
+                {conv(32, 5, 2), new Shape(4, 32, 14, 14)},
+                {Linear.builder().setUnits(1024).build(), new Shape(64, 1024)},
+            };
+            for (Object[] layer : layers) {
+                for (MemoryLayout layout : BOTH) {
+                    KernelVerdict verdict =
+                            Layers.check(
+                                    backend,
+                                    (Block) layer[0],
+                                    (Shape) layer[1],
+                                    Precision.BF16,
+                                    Arrays.asList(layout),
+                                    manager);
+                    assertEquals(
+                            KernelVerdict.Outcome.VERIFIED,
+                            verdict.getOutcome(),
+                            "a correct kernel's bf16 rounding must stay inside the bound: "
+                                    + verdict);
+                }
+            }
+        }
+    }
+
+    @Test
+    void smallFp16LayersPass() {
+        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+            AmpBackend backend = AmpBackends.forManager(manager);
+            KernelVerdict verdict =
+                    Layers.check(
+                            backend,
+                            conv(8, 3, 1),
+                            new Shape(2, 8, 6, 6),
+                            Precision.FP16,
+                            BOTH,
+                            manager);
+            assertEquals(KernelVerdict.Outcome.VERIFIED, verdict.getOutcome(), verdict.toString());
+        }
+    }
+
+    @Test
+    void aWrongChannelsLastKernelIsReplacedByTheContiguousOne() {
+        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+            AmpBackend wrongInChannelsLast =
+                    new WrongLayoutBackend(AmpBackends.forManager(manager));
+            KernelVerdict verdict =
+                    Layers.check(
+                            wrongInChannelsLast,
+                            conv(8, 5, 2),
+                            new Shape(4, 1, 12, 12),
+                            Precision.BF16,
+                            BOTH,
+                            manager);
+            assertEquals(
+                    KernelVerdict.Outcome.OTHER_LAYOUT, verdict.getOutcome(), verdict.toString());
+            assertEquals(MemoryLayout.CONTIGUOUS, verdict.getLayout());
+            assertTrue(
+                    verdict.getFindings().get(0).startsWith("channels-last: output "),
+                    verdict.toString());
+        }
+    }
+
+    @Test
+    void aKernelWrongInEveryLayoutFallsBackToFp32() {
+        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+            AmpBackend backend = AmpBackends.forManager(manager);
+            KernelVerdict verdict =
+                    Layers.check(
+                            backend,
+                            WrongLowPrecisionConv2d.create(8, 5, 2),
+                            new Shape(4, 1, 12, 12),
+                            Precision.BF16,
+                            BOTH,
+                            manager);
+            assertEquals(
+                    KernelVerdict.Outcome.FP32_FALLBACK, verdict.getOutcome(), verdict.toString());
+            assertEquals(2, verdict.getFindings().size(), verdict.toString());
+        }
+    }
+
+    @Test
+    void aWrongFp32KernelMakesThePlatformUnsound() {
+        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+            AmpBackend backend = AmpBackends.forManager(manager);
+            KernelVerdict verdict =
+                    Layers.check(
+                            backend,
+                            WrongLowPrecisionConv2d.wrongInFp32(8, 3, 1),
+                            new Shape(2, 3, 8, 8),
+                            Precision.BF16,
+                            BOTH,
+                            manager);
+            assertEquals(
+                    KernelVerdict.Outcome.PLATFORM_UNSOUND,
+                    verdict.getOutcome(),
+                    verdict.toString());
+            assertTrue(
+                    verdict.getFindings().get(0).contains("direct double-precision sum"),
+                    verdict.toString());
+        }
+    }
+
+    @Test
+    void aSignatureIsCheckedOnce() {
+        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+            AmpBackend backend = AmpBackends.forManager(manager);
+            KernelVerdict first =
+                    Layers.check(
+                            backend,
+                            conv(8, 3, 1),
+                            new Shape(2, 4, 8, 8),
+                            Precision.BF16,
+                            BOTH,
+                            manager);
+            KernelVerdict second =
+                    Layers.check(
+                            backend,
+                            conv(8, 3, 1),
+                            new Shape(2, 4, 8, 8),
+                            Precision.BF16,
+                            BOTH,
+                            manager);
+            KernelVerdict otherShape =
+                    Layers.check(
+                            backend,
+                            conv(8, 3, 1),
+                            new Shape(4, 4, 8, 8),
+                            Precision.BF16,
+                            BOTH,
+                            manager);
+            assertTrue(first == second, "the same signature reuses its verdict");
+            assertTrue(first != otherShape, "another input shape is another signature");
+            assertEquals(2, KernelVerdicts.all().size());
+        }
+    }
+
+    @Test
+    void theBoundScalesWithPrecisionAndReductionLength() {
+        assertEquals(
+                4 * 0x1p-8 + 2 * 25 * 0x1p-24, ErrorBound.of(Precision.BF16, 25).relative(), 0);
+        assertEquals(
+                4 * 0x1p-11 + 2 * 25088 * 0x1p-24,
+                ErrorBound.of(Precision.FP16, 25088).relative(),
+                0);
+        assertEquals(0x1p-24, ErrorBound.of(Precision.FP16, 1).absolute(), 0);
+    }
+
+    static Block conv(int filters, int kernel, int pad) {
+        return Conv2d.builder()
+                .setFilters(filters)
+                .setKernelShape(new Shape(kernel, kernel))
+                .optPadding(new Shape(pad, pad))
+                .build();
+    }
+
+    static NDArray input(NDManager manager, Shape shape) {
+        return manager.randomNormal(0, 1, shape, DataType.FLOAT32);
+    }
+}

@@ -1,0 +1,55 @@
+package io.github.djlamp.amp.verify;
+
+import ai.djl.Device;
+import ai.djl.engine.Engine;
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.DataType;
+import ai.djl.ndarray.types.Shape;
+import ai.djl.nn.Block;
+import ai.djl.nn.Parameter;
+import ai.djl.training.ParameterStore;
+import io.github.djlamp.amp.policy.Precision;
+import io.github.djlamp.amp.spi.AmpBackend;
+import io.github.djlamp.amp.spi.MemoryLayout;
+import java.util.List;
+
+/** Runs the kernel check on one freshly initialised layer and a random input. */
+final class Layers {
+
+    private Layers() {}
+
+    static KernelVerdict check(
+            AmpBackend backend,
+            Block block,
+            Shape inputShape,
+            Precision precision,
+            List<MemoryLayout> candidates,
+            NDManager manager) {
+        Engine.getInstance().setRandomSeed(11);
+        block.initialize(manager, DataType.FLOAT32, inputShape);
+        NDArray input = manager.randomNormal(0, 1, inputShape, DataType.FLOAT32);
+        input.setRequiresGradient(true);
+        return new KernelVerifier(backend)
+                .verdict(
+                        block,
+                        "test/" + block.getClass().getSimpleName(),
+                        input,
+                        new OwnArrays(manager),
+                        false,
+                        precision,
+                        candidates);
+    }
+
+    /** A store that hands out each parameter's own array. */
+    static final class OwnArrays extends ParameterStore {
+        OwnArrays(NDManager manager) {
+            super(manager, false);
+        }
+
+        @Override
+        public NDArray getValue(Parameter parameter, Device device, boolean training) {
+            return parameter == null ? null : parameter.getArray();
+        }
+    }
+}

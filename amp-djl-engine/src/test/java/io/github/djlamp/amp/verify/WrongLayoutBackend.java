@@ -1,0 +1,163 @@
+package io.github.djlamp.amp.verify;
+
+import ai.djl.Device;
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import io.github.djlamp.amp.policy.Precision;
+import io.github.djlamp.amp.scale.LossScaling;
+import io.github.djlamp.amp.spi.AdamSettings;
+import io.github.djlamp.amp.spi.AmpBackend;
+import io.github.djlamp.amp.spi.DeviceCapabilities;
+import io.github.djlamp.amp.spi.DeviceScaleState;
+import io.github.djlamp.amp.spi.GradientAdjustment;
+import io.github.djlamp.amp.spi.LearningRate;
+import io.github.djlamp.amp.spi.MemoryLayout;
+import io.github.djlamp.amp.spi.UpdateCounter;
+import java.util.function.Function;
+
+/**
+ * A test double of the engine layer whose 16-bit channels-last route is wrong for 1-channel images
+ * (their values arrive 1.5 times too large), as oneDNN's channels-last bf16 kernels were wrong on
+ * some machines for some shapes; everything else is the real engine layer's.
+ */
+final class WrongLayoutBackend implements AmpBackend {
+
+    private final AmpBackend real;
+
+    WrongLayoutBackend(AmpBackend real) {
+        this.real = real;
+    }
+
+    @Override
+    public NDArray cast(NDArray array, Precision target, MemoryLayout layout, NDManager manager) {
+        boolean oneChannelImage = array.getShape().dimension() == 4 && array.getShape().get(1) == 1;
+        if (target.isReduced() && layout == MemoryLayout.CHANNELS_LAST && oneChannelImage) {
+            return real.cast(array.mul(1.5f), target, layout, manager);
+        }
+        return real.cast(array, target, layout, manager);
+    }
+
+    @Override
+    public String getEngineName() {
+        return real.getEngineName();
+    }
+
+    @Override
+    public Precision precisionOf(NDArray array) {
+        return real.precisionOf(array);
+    }
+
+    @Override
+    public void unscaleAndCheck(NDList gradients, NDArray foundInf, NDArray invScale) {
+        real.unscaleAndCheck(gradients, foundInf, invScale);
+    }
+
+    @Override
+    public float readFloat(NDArray array) {
+        return real.readFloat(array);
+    }
+
+    @Override
+    public float[] readFloats(NDArray array) {
+        return real.readFloats(array);
+    }
+
+    @Override
+    public void fusedSgdStep(
+            NDList weights,
+            NDList gradients,
+            NDList momentumBuffers,
+            LearningRate learningRate,
+            float weightDecay,
+            float momentum,
+            GradientAdjustment adjustment,
+            UpdateCounter counter,
+            NDArray foundInf) {
+        real.fusedSgdStep(
+                weights,
+                gradients,
+                momentumBuffers,
+                learningRate,
+                weightDecay,
+                momentum,
+                adjustment,
+                counter,
+                foundInf);
+    }
+
+    @Override
+    public void fusedAdamStep(
+            NDList weights,
+            NDList gradients,
+            NDList means,
+            NDList variances,
+            LearningRate learningRate,
+            AdamSettings settings,
+            GradientAdjustment adjustment,
+            UpdateCounter counter,
+            NDArray foundInf) {
+        real.fusedAdamStep(
+                weights,
+                gradients,
+                means,
+                variances,
+                learningRate,
+                settings,
+                adjustment,
+                counter,
+                foundInf);
+    }
+
+    @Override
+    public void copy(NDList destinations, NDList sources) {
+        real.copy(destinations, sources);
+    }
+
+    @Override
+    public void restoreWhere(NDList live, NDList saved, NDArray foundInf) {
+        real.restoreWhere(live, saved, foundInf);
+    }
+
+    @Override
+    public void zero(NDList arrays) {
+        real.zero(arrays);
+    }
+
+    @Override
+    public void updateScale(
+            NDArray scale,
+            NDArray growthTracker,
+            NDArray foundInf,
+            double growthFactor,
+            double backoffFactor,
+            int growthInterval) {
+        real.updateScale(
+                scale, growthTracker, foundInf, growthFactor, backoffFactor, growthInterval);
+    }
+
+    @Override
+    public void updateScaleWithHysteresis(
+            DeviceScaleState state, NDArray foundInf, LossScaling config) {
+        real.updateScaleWithHysteresis(state, foundInf, config);
+    }
+
+    @Override
+    public NDList valueAndGradients(
+            Function<NDList, NDArray> function,
+            NDList inputs,
+            NDArray cotangent,
+            NDManager resultManager) {
+        return real.valueAndGradients(function, inputs, cotangent, resultManager);
+    }
+
+    @Override
+    public DeviceCapabilities capabilities(Device device) {
+        return real.capabilities(device);
+    }
+
+    @Override
+    public void requireDjlSafe(NDArray array, String operation) {
+        real.requireDjlSafe(array, operation);
+    }
+}
