@@ -74,6 +74,11 @@ public final class ZooScenarios {
         int steps = Integer.parseInt(args[2]);
         Engine.getInstance().setRandomSeed(1);
         Scenario scenario = model(name);
+        if (PLAIN_DJL.equals(policy)) {
+            trainPlainDjl(name, scenario, steps);
+            System.out.println("OK");
+            return;
+        }
         try (Model model = Model.newInstance(name, "PyTorch");
                 NDManager data = NDManager.newBaseManager("PyTorch")) {
             MixedPrecisionBlock wrapped = Amp.wrap(scenario.block, policy);
@@ -142,6 +147,55 @@ public final class ZooScenarios {
             }
         }
         System.out.println("OK");
+    }
+
+    /** The policy argument that trains the model with plain DJL in fp32, without djl-amp. */
+    static final String PLAIN_DJL = "plain-djl-fp32";
+
+    /**
+     * Trains and runs the model exactly as a DJL program without djl-amp would: what tells a
+     * platform's defect (plain DJL dies too) from djl-amp's.
+     */
+    private static void trainPlainDjl(String name, Scenario scenario, int steps) {
+        try (Model model = Model.newInstance(name, "PyTorch");
+                NDManager data = NDManager.newBaseManager("PyTorch")) {
+            model.setBlock(scenario.block);
+            DefaultTrainingConfig config =
+                    new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss())
+                            .optOptimizer(
+                                    Optimizer.sgd()
+                                            .setLearningRateTracker(Tracker.fixed(0.01f))
+                                            .build());
+            try (Trainer trainer = model.newTrainer(config)) {
+                trainer.initialize(scenario.inputShapes);
+                for (int step = 0; step < steps; step++) {
+                    NDList x = scenario.inputs.apply(data);
+                    NDArray y =
+                            data.randomInteger(
+                                            0,
+                                            scenario.classes,
+                                            new Shape(scenario.inputShapes[0].get(0)),
+                                            DataType.INT32)
+                                    .toType(DataType.FLOAT32, false);
+                    Batch batch =
+                            new Batch(
+                                    data.newSubManager(),
+                                    x,
+                                    new NDList(y),
+                                    (int) y.size(),
+                                    Batchifier.STACK,
+                                    Batchifier.STACK,
+                                    step,
+                                    steps);
+                    EasyTrain.trainBatch(trainer, batch);
+                    trainer.step();
+                    batch.close();
+                }
+                NDArray out = trainer.evaluate(scenario.inputs.apply(data)).head();
+                require(Float.isFinite(out.abs().sum().getFloat()), "finite inference output");
+                System.out.println(name + ": " + steps + " plain DJL fp32 steps and inference");
+            }
+        }
     }
 
     /** The blocks under test, each small enough for fp16 on a CPU. */
