@@ -455,14 +455,15 @@ public final class MixedPrecisionBlock implements Block {
     }
 
     /**
-     * Returns which precision each unit of the model computes in on a device, and why.
+     * Returns which precision each unit of the model computes in on a device, and why, with what
+     * the kernel checks decided for the layers that have run.
      *
      * @param device the device
      * @param manager a manager of the engine, to find the engine layer
      * @return the summary under the policy resolved for {@code device}
      */
     public PrecisionSummary getPrecisionSummary(Device device, NDManager manager) {
-        return PrecisionSummary.of(original, resolvePolicy(device, manager));
+        return PrecisionSummary.of(original, resolvePolicy(device, manager), getKernelVerdicts());
     }
 
     /** {@inheritDoc} */

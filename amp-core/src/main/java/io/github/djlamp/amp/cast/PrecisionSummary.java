@@ -9,6 +9,7 @@ import io.github.djlamp.amp.policy.CastCategory;
 import io.github.djlamp.amp.policy.DefaultCastRules;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
+import io.github.djlamp.amp.verify.KernelVerdict;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
@@ -54,8 +55,26 @@ public final class PrecisionSummary {
      * @return the summary; parameters not yet initialized count as 0
      */
     public static PrecisionSummary of(Block root, PrecisionPolicy policy) {
+        return of(root, policy, Collections.emptyList());
+    }
+
+    /**
+     * Summarizes a block tree under a concrete policy and what the kernel checks decided for its
+     * layers: a layer whose 16-bit kernel was wrong at every shape it ran runs fp32, and every
+     * layer a check found wrong says so in its reason.
+     *
+     * @param root the model's block (the original, not the wrapper)
+     * @param policy a policy that is not {@code auto}
+     * @param verdicts the kernel checks' verdicts ({@link MixedPrecisionBlock#getKernelVerdicts()})
+     * @return the summary; parameters not yet initialized count as 0
+     */
+    public static PrecisionSummary of(
+            Block root, PrecisionPolicy policy, List<KernelVerdict> verdicts) {
         List<Row> rows = new ArrayList<>();
         visit(root, "", policy, rows);
+        if (!verdicts.isEmpty()) {
+            rows.replaceAll(row -> row.checked(verdicts));
+        }
         return new PrecisionSummary(policy, rows);
     }
 
@@ -192,6 +211,38 @@ public final class PrecisionSummary {
             this.category = category;
             this.parameters = parameters;
             this.reason = reason;
+        }
+
+        /** This row as the kernel checks of its layer leave it. */
+        Row checked(List<KernelVerdict> verdicts) {
+            if (category != CastCategory.LOW) {
+                return this;
+            }
+            String name = path.isEmpty() ? "root" : path;
+            List<String> findings = new ArrayList<>();
+            boolean anyLow = false;
+            boolean anyChecked = false;
+            for (KernelVerdict verdict : verdicts) {
+                if (!verdict.getPaths().contains(name)) {
+                    continue;
+                }
+                anyChecked = true;
+                anyLow |= verdict.runsLowPrecision();
+                if (verdict.isDefectFound()) {
+                    findings.add(
+                            "kernel check at input "
+                                    + verdict.getInputShape()
+                                    + ": "
+                                    + verdict.getOutcome()
+                                    + ", runs "
+                                    + verdict.describeChoice());
+                }
+            }
+            if (findings.isEmpty()) {
+                return this;
+            }
+            CastCategory now = anyChecked && !anyLow ? CastCategory.FP32 : category;
+            return new Row(path, block, now, parameters, String.join("; ", findings));
         }
 
         /**

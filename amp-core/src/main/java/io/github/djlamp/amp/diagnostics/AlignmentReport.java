@@ -5,6 +5,7 @@ import ai.djl.nn.Block;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
 import io.github.djlamp.amp.policy.CastCategory;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
+import io.github.djlamp.amp.verify.KernelVerdict;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
@@ -57,12 +58,16 @@ public final class AlignmentReport {
     private final long lowPrecisionFlops;
     private final long alignedFlops;
 
+    private final List<KernelVerdict> kernelVerdicts;
+
     private AlignmentReport(
             PrecisionPolicy policy,
             Shape[] inputShapes,
             List<AlignmentEntry> entries,
             long lowPrecisionFlops,
-            long alignedFlops) {
+            long alignedFlops,
+            List<KernelVerdict> kernelVerdicts) {
+        this.kernelVerdicts = Collections.unmodifiableList(kernelVerdicts);
         this.policy = policy;
         this.inputShapes = inputShapes;
         this.entries = Collections.unmodifiableList(entries);
@@ -135,7 +140,11 @@ public final class AlignmentReport {
                             : Suggestions.of(f.gemm, f.readsModelInput, outputLayer, share);
             entries.add(new AlignmentEntry(f, outputLayer, share, suggestion));
         }
-        return new AlignmentReport(policy, shapes, entries, total, aligned);
+        List<KernelVerdict> verdicts =
+                block instanceof MixedPrecisionBlock
+                        ? ((MixedPrecisionBlock) block).getKernelVerdicts()
+                        : Collections.emptyList();
+        return new AlignmentReport(policy, shapes, entries, total, aligned, verdicts);
     }
 
     private static IllegalArgumentException nullBlock() {
@@ -173,6 +182,16 @@ public final class AlignmentReport {
             }
         }
         return inputShapes.clone();
+    }
+
+    /**
+     * Returns what djl-amp's kernel checks decided for the layers of a wrapped block that have run
+     * (empty for a plain block, or before the first forward).
+     *
+     * @return the verdicts, in the order checked
+     */
+    public List<KernelVerdict> getKernelVerdicts() {
+        return kernelVerdicts;
     }
 
     /**

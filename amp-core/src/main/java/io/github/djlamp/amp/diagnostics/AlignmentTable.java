@@ -1,5 +1,6 @@
 package io.github.djlamp.amp.diagnostics;
 
+import io.github.djlamp.amp.verify.KernelVerdict;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
@@ -70,7 +71,32 @@ final class AlignmentTable {
                     .append(" K = in-channels/groups x kernel volume; in and out channels (per")
                     .append(" group) should be multiples of 8, cuDNN tiles M itself.\n");
         }
-        return out.append(report.getSummary()).append('\n').toString();
+        out.append(report.getSummary()).append('\n');
+        return kernelChecks(report, out).toString();
+    }
+
+    /** What the kernel checks found, when the layers have run: one line per defect. */
+    private static StringBuilder kernelChecks(AlignmentReport report, StringBuilder out) {
+        List<KernelVerdict> verdicts = report.getKernelVerdicts();
+        if (verdicts.isEmpty()) {
+            return out;
+        }
+        long defects = verdicts.stream().filter(KernelVerdict::isDefectFound).count();
+        out.append("Kernel checks: ")
+                .append(verdicts.size())
+                .append(" 16-bit kernel signatures checked against fp32, ")
+                .append(defects == 0 ? "all right" : defects + " wrong")
+                .append('\n');
+        for (KernelVerdict verdict : verdicts) {
+            if (verdict.isDefectFound()) {
+                out.append("  ")
+                        .append(String.join(", ", verdict.getPaths()))
+                        .append(": ")
+                        .append(verdict)
+                        .append('\n');
+            }
+        }
+        return out;
     }
 
     private static String[] row(AlignmentEntry e) {

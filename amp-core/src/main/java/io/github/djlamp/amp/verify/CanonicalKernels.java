@@ -57,7 +57,8 @@ public final class CanonicalKernels {
     public static List<KernelVerdict> check(
             AmpBackend backend, Device device, Precision precision, NDManager manager) {
         return CHECKED.computeIfAbsent(
-                device + "|" + precision, k -> run(backend, device, precision, manager));
+                System.identityHashCode(backend) + "|" + device + "|" + precision,
+                k -> run(backend, device, precision, manager));
     }
 
     /**
@@ -111,6 +112,11 @@ public final class CanonicalKernels {
             }
         }
         return capabilities;
+    }
+
+    /** Forgets the canonical checks made, with {@link KernelVerdicts#forgetAll()}. */
+    static void forgetAll() {
+        CHECKED.clear();
     }
 
     private static List<KernelVerdict> run(

@@ -65,5 +65,6 @@ public final class KernelVerdicts {
             VERDICTS.clear();
             IN_ORDER.clear();
         }
+        CanonicalKernels.forgetAll();
     }
 }

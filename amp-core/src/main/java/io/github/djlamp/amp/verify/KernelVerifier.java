@@ -102,7 +102,9 @@ public final class KernelVerifier {
         boolean inputGradient = input.hasGradient();
         String operation = describe(block, order, parameters);
         String key =
-                operation
+                System.identityHashCode(backend)
+                        + "|"
+                        + operation
                         + "|"
                         + input.getShape()
                         + "|"

@@ -3,6 +3,7 @@ package io.github.djlamp.amp.verify;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import ai.djl.Device;
 import ai.djl.Model;
 import ai.djl.engine.Engine;
 import ai.djl.ndarray.NDArray;
@@ -24,6 +25,9 @@ import ai.djl.training.optimizer.Optimizer;
 import ai.djl.training.tracker.Tracker;
 import io.github.djlamp.amp.Amp;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
+import io.github.djlamp.amp.cast.PrecisionSummary;
+import io.github.djlamp.amp.diagnostics.AlignmentReport;
+import io.github.djlamp.amp.policy.CastCategory;
 import java.util.List;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -61,6 +65,21 @@ class KernelFallbackTest {
                         KernelVerdict.Outcome.VERIFIED, verdict.getOutcome(), verdict.toString());
             }
             assertEquals(3, verdicts.size(), "the stem, the 3x3 conv and the linear layer");
+
+            PrecisionSummary.Row stemRow =
+                    wrapped.getPrecisionSummary(Device.cpu(), manager).getRows().get(0);
+            assertEquals("01WrongLowPrecisionConv2d", stemRow.getPath());
+            assertEquals(CastCategory.FP32, stemRow.getCategory(), stemRow.getReason());
+            assertTrue(stemRow.getReason().contains("FP32_FALLBACK"), stemRow.getReason());
+            String alignment = AlignmentReport.of(wrapped, INPUT).toTable();
+            assertTrue(
+                    alignment.contains(
+                            "Kernel checks: 3 16-bit kernel signatures checked against"
+                                    + " fp32, 1 wrong"),
+                    alignment);
+            assertTrue(
+                    alignment.contains("01WrongLowPrecisionConv2d: WrongLowPrecisionConv2d"),
+                    alignment);
         }
     }
 

@@ -14,25 +14,39 @@ import io.github.djlamp.amp.spi.GradientAdjustment;
 import io.github.djlamp.amp.spi.LearningRate;
 import io.github.djlamp.amp.spi.MemoryLayout;
 import io.github.djlamp.amp.spi.UpdateCounter;
+import java.util.EnumSet;
+import java.util.Set;
 import java.util.function.Function;
 
 /**
- * A test double of the engine layer whose 16-bit channels-last route is wrong for 1-channel images
- * (their values arrive 1.5 times too large), as oneDNN's channels-last bf16 kernels were wrong on
- * some machines for some shapes; everything else is the real engine layer's.
+ * A test double of the engine layer whose 16-bit route is wrong for 1-channel images in some memory
+ * layouts (their values arrive 1.5 times too large), as oneDNN's bf16 kernels were wrong on some
+ * machines for such shapes; everything else is the real engine layer's.
  */
 final class WrongLayoutBackend implements AmpBackend {
 
     private final AmpBackend real;
+    private final Set<MemoryLayout> wrong;
 
+    /** Wrong in channels-last only. */
     WrongLayoutBackend(AmpBackend real) {
+        this(real, EnumSet.of(MemoryLayout.CHANNELS_LAST));
+    }
+
+    /** Wrong in the given layouts (contiguous stands for every layout but channels-last). */
+    WrongLayoutBackend(AmpBackend real, Set<MemoryLayout> wrong) {
         this.real = real;
+        this.wrong = wrong;
     }
 
     @Override
     public NDArray cast(NDArray array, Precision target, MemoryLayout layout, NDManager manager) {
         boolean oneChannelImage = array.getShape().dimension() == 4 && array.getShape().get(1) == 1;
-        if (target.isReduced() && layout == MemoryLayout.CHANNELS_LAST && oneChannelImage) {
+        MemoryLayout kind =
+                layout == MemoryLayout.CHANNELS_LAST
+                        ? MemoryLayout.CHANNELS_LAST
+                        : MemoryLayout.CONTIGUOUS;
+        if (target.isReduced() && wrong.contains(kind) && oneChannelImage) {
             return real.cast(array.mul(1.5f), target, layout, manager);
         }
         return real.cast(array, target, layout, manager);

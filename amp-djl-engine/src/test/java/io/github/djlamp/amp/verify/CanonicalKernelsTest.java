@@ -1,0 +1,73 @@
+package io.github.djlamp.amp.verify;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import ai.djl.Device;
+import ai.djl.ndarray.NDManager;
+import io.github.djlamp.amp.policy.Precision;
+import io.github.djlamp.amp.spi.AmpBackend;
+import io.github.djlamp.amp.spi.AmpBackends;
+import io.github.djlamp.amp.spi.DeviceCapabilities;
+import io.github.djlamp.amp.spi.MemoryLayout;
+import java.util.EnumSet;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * {@code auto} asks the kernels, not only the flags: a 16-bit precision the flags recommend is kept
+ * when the canonical layers pass, and replaced by fp32, with the failing check named, when one
+ * needs the fp32 fallback (an engine-layer double wrong for 1-channel images in every layout).
+ */
+class CanonicalKernelsTest {
+
+    private static final DeviceCapabilities FLAGS_SAY_BF16 =
+            new DeviceCapabilities(
+                    Device.cpu(), false, true, Precision.BF16, "the flags say AVX512-BF16");
+
+    @BeforeEach
+    void forgetVerdicts() {
+        KernelVerdicts.forgetAll();
+    }
+
+    @Test
+    void soundKernelsKeepTheRecommendation() {
+        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+            AmpBackend backend = AmpBackends.forManager(manager);
+            assertSame(FLAGS_SAY_BF16, CanonicalKernels.confirm(backend, FLAGS_SAY_BF16, manager));
+            assertEquals(CanonicalKernels.describe().size(), KernelVerdicts.all().size());
+            assertTrue(KernelVerdicts.defects().isEmpty(), KernelVerdicts.defects().toString());
+        }
+    }
+
+    @Test
+    void aStemWrongInEveryLayoutMakesAutoChooseFp32AndSayWhy() {
+        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+            AmpBackend broken =
+                    new WrongLayoutBackend(
+                            AmpBackends.forManager(manager),
+                            EnumSet.of(MemoryLayout.CHANNELS_LAST, MemoryLayout.CONTIGUOUS));
+            DeviceCapabilities confirmed =
+                    CanonicalKernels.confirm(broken, FLAGS_SAY_BF16, manager);
+            assertEquals(Precision.FP32, confirmed.getRecommended());
+            String reason = confirmed.getReason();
+            assertTrue(
+                    reason.startsWith("the flags say AVX512-BF16, but its bfloat16 kernels failed"),
+                    reason);
+            assertTrue(
+                    reason.contains("kernel (5, 5)") && reason.contains("(32, 1, 28, 28)"), reason);
+            assertTrue(reason.contains("ONEDNN_MAX_CPU_ISA=AVX2"), reason);
+        }
+    }
+
+    @Test
+    void aKernelWrongInOneLayoutOnlyKeepsBf16() {
+        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+            AmpBackend broken = new WrongLayoutBackend(AmpBackends.forManager(manager));
+            DeviceCapabilities confirmed =
+                    CanonicalKernels.confirm(broken, FLAGS_SAY_BF16, manager);
+            assertSame(FLAGS_SAY_BF16, confirmed, "the layers fall back to the other layout");
+        }
+    }
+}
