@@ -73,13 +73,18 @@ final class CastingParameterStore extends ParameterStore {
         return computePrecision;
     }
 
+    /** Returns whether this forward checks the 16-bit kernel of {@code block}. */
+    boolean verifies(Block block) {
+        return verifier != null && KernelVerifier.covers(block);
+    }
+
     /**
      * Returns the verdict of the kernel check for a low-precision layer at this input, checking the
      * kernel first where no layer has run its signature yet; null when kernel verification is off
      * or djl-amp does not check this kind of layer.
      */
     KernelVerdict verdict(Block block, String path, NDList inputs, boolean training) {
-        if (verifier == null || !KernelVerifier.covers(block) || inputs.size() != 1) {
+        if (!verifies(block) || inputs.size() != 1) {
             return null;
         }
         NDArray input = inputs.head();

@@ -74,7 +74,7 @@ final class PrecisionStage extends AbstractBlock {
      * each input shape, device and precision, a map lookup afterwards.
      */
     private KernelVerdict verdict(CastingParameterStore casting, NDList inputs, boolean training) {
-        if (inputs.size() != 1) {
+        if (inputs.size() != 1 || !casting.verifies(inner)) {
             return null;
         }
         NDArray input = inputs.head();
