@@ -10,8 +10,10 @@ import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
+import ai.djl.nn.Block;
 import ai.djl.nn.Parameter;
 import ai.djl.nn.convolutional.Conv2d;
+import ai.djl.nn.core.Linear;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.AmpBackends;
@@ -101,6 +103,100 @@ class PlatformKernelsTest {
         }
     }
 
+    @ParameterizedTest(name = "linear {0}x{1} to {2} units")
+    @CsvSource({"64, 256, 128", "64, 1024, 1024"})
+    void djlAmpTrustsExactlyTheGemmsThatAreRight(int rows, int in, int units) {
+        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+            AmpBackend backend = AmpBackends.forManager(manager);
+            Engine.getInstance().setRandomSeed(22);
+            Shape inputShape = new Shape(rows, in);
+            Linear linear = Linear.builder().setUnits(units).build();
+            linear.initialize(manager, DataType.FLOAT32, inputShape);
+            NDArray x = manager.randomNormal(0, 1, inputShape, DataType.FLOAT32);
+            NDArray w = parameter(linear, "weight");
+            NDArray b = parameter(linear, "bias");
+            NDArray g = manager.randomUniform(-1, 1, new Shape(rows, units));
+            NDList rounded = roundedToBf16(backend, new NDList(x, w, b, g), manager);
+            NDList low = new NDList();
+            for (int i = 0; i < 3; i++) {
+                low.add(
+                        backend.cast(
+                                rounded.get(i), Precision.BF16, MemoryLayout.PRESERVE, manager));
+            }
+            NDList engine =
+                    backend.valueAndGradients(
+                            leaves ->
+                                    Linear.linear(leaves.get(0), leaves.get(1), leaves.get(2))
+                                            .singletonOrThrow(),
+                            low,
+                            backend.cast(
+                                    rounded.get(3), Precision.BF16, MemoryLayout.PRESERVE, manager),
+                            manager);
+            float[] xs = rounded.get(0).toFloatArray();
+            float[] ws = rounded.get(1).toFloatArray();
+            float[] bs = rounded.get(2).toFloatArray();
+            float[] gs = rounded.get(3).toFloatArray();
+            double[] y = new double[rows * units];
+            double[] yAbs = new double[y.length];
+            double[] dw = new double[ws.length];
+            double[] dwAbs = new double[ws.length];
+            for (int r = 0; r < rows; r++) {
+                for (int u = 0; u < units; u++) {
+                    double sum = bs[u];
+                    double abs = Math.abs(bs[u]);
+                    double cot = gs[r * units + u];
+                    for (int i = 0; i < in; i++) {
+                        double product = (double) xs[r * in + i] * ws[u * in + i];
+                        sum += product;
+                        abs += Math.abs(product);
+                        dw[u * in + i] += cot * xs[r * in + i];
+                        dwAbs[u * in + i] += Math.abs(cot * xs[r * in + i]);
+                    }
+                    y[r * units + u] = sum;
+                    yAbs[r * units + u] = abs;
+                }
+            }
+            String output = compare("output", engine.get(0), y, yAbs, in);
+            String weightGradient = compare("weight gradient", engine.get(2), dw, dwAbs, rows);
+            String defect =
+                    output == null
+                            ? weightGradient
+                            : output + (weightGradient == null ? "" : "; " + weightGradient);
+            KernelVerdict verdict =
+                    new KernelVerifier(backend)
+                            .verdict(
+                                    linear,
+                                    "head",
+                                    x,
+                                    new Layers.OwnArrays(manager),
+                                    false,
+                                    Precision.BF16,
+                                    List.of(MemoryLayout.CHANNELS_LAST));
+            if (defect == null) {
+                assertEquals(
+                        KernelVerdict.Outcome.VERIFIED,
+                        verdict.getOutcome(),
+                        "the platform's GEMM is right, so djl-amp must trust it: " + verdict);
+            } else {
+                System.out.println("PLATFORM DEFECT (bf16 GEMM): " + defect);
+                assertNotEquals(KernelVerdict.Outcome.VERIFIED, verdict.getOutcome(), defect);
+            }
+        }
+    }
+
+    private static NDList roundedToBf16(AmpBackend backend, NDList arrays, NDManager manager) {
+        NDList rounded = new NDList();
+        for (NDArray array : arrays) {
+            rounded.add(
+                    backend.cast(
+                            backend.cast(array, Precision.BF16, MemoryLayout.CONTIGUOUS, manager),
+                            Precision.FP32,
+                            MemoryLayout.CONTIGUOUS,
+                            manager));
+        }
+        return rounded;
+    }
+
     /**
      * Runs the platform's bf16 convolution forward and backward on bf16-rounded values and compares
      * output, input gradient and weight gradient with direct sums.
@@ -114,15 +210,7 @@ class PlatformKernelsTest {
             int pad,
             MemoryLayout layout,
             NDManager manager) {
-        NDList rounded = new NDList();
-        for (NDArray array : new NDList(x, w, b, g)) {
-            rounded.add(
-                    backend.cast(
-                            backend.cast(array, Precision.BF16, MemoryLayout.CONTIGUOUS, manager),
-                            Precision.FP32,
-                            MemoryLayout.CONTIGUOUS,
-                            manager));
-        }
+        NDList rounded = roundedToBf16(backend, new NDList(x, w, b, g), manager);
         NDList low = new NDList();
         for (int i = 0; i < 3; i++) {
             low.add(backend.cast(rounded.get(i), Precision.BF16, layout, manager));
@@ -210,8 +298,8 @@ class PlatformKernelsTest {
                 worst);
     }
 
-    private static NDArray parameter(Conv2d conv, String name) {
-        for (Parameter parameter : conv.getParameters().values()) {
+    private static NDArray parameter(Block block, String name) {
+        for (Parameter parameter : block.getParameters().values()) {
             if (parameter.getName().equals(name)) {
                 return parameter.getArray();
             }
