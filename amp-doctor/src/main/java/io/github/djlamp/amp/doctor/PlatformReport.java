@@ -340,6 +340,9 @@ public final class PlatformReport {
         if (!everyCase && shown.size() < cases.size()) {
             sb.append("\n  (the other ").append(cases.size() - shown.size()).append(" cases OK)");
         }
+        if (problem != null && verdict != Verdict.NOT_CHECKED) {
+            sb.append("\nThe check did not finish: ").append(problem);
+        }
         if (!cureCases.isEmpty() || cureProblem != null) {
             sb.append("\nRe-run with ").append(PlatformCheck.CURE).append(" in the environment: ");
             List<PlatformCase> failing = notOk(cureCases);
