@@ -44,7 +44,8 @@ import java.util.Objects;
  *
  * <p>Where a defect is found on a CPU, the check runs again with {@link #CURE} in the child's
  * environment and reports whether that cured it: on the machines where oneDNN (libtorch's CPU
- * kernels) was found wrong, it cures every case (PyTorch issue 163347, OpenVINO issue 38256).
+ * kernels) was found wrong, it made every case right. The same class of defect upstream: PyTorch
+ * issue 163347, OpenVINO issue 38256.
  */
 public final class PlatformCheck {
 
