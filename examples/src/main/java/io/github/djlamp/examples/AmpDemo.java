@@ -11,6 +11,8 @@ import ai.djl.training.tracker.Tracker;
 import ai.djl.util.cuda.CudaUtils;
 import io.github.djlamp.amp.doctor.AmpDoctor;
 import io.github.djlamp.amp.doctor.DoctorReport;
+import io.github.djlamp.amp.doctor.PlatformCheck;
+import io.github.djlamp.amp.doctor.PlatformReport;
 import io.github.djlamp.amp.spi.AmpBackends;
 import io.github.djlamp.amp.spi.DeviceCapabilities;
 import io.github.djlamp.examples.data.FashionMnistData;
@@ -41,7 +43,9 @@ import picocli.CommandLine.Spec;
  * </pre>
  *
  * <p>The comparison itself is the library call {@link AmpDoctor}; this class only reads the command
- * line, loads the data and writes the files.
+ * line, loads the data and writes the files. It first runs the {@link PlatformCheck} (in a child
+ * JVM, a few seconds) and, where this machine's kernels compute wrong or kill the JVM, prints the
+ * defects, the cure and the command that checks again before it trains.
  */
 @Command(
         name = "amp-demo",
@@ -255,6 +259,13 @@ public final class AmpDemo implements Callable<Integer> {
     @Override
     public Integer call() throws Exception {
         validate();
+        // first, in a child JVM: a platform whose kernels kill the JVM or compute wrong is named,
+        // with its cure, before the training meets it (a few seconds; nothing printed when sound)
+        PlatformReport platform = PlatformCheck.cached();
+        if (!platform.isSound()) {
+            stdout.println(platform);
+            stdout.println();
+        }
         System.setProperty("java.awt.headless", "true");
         DemoDataset source =
                 dataset != null
@@ -341,6 +352,7 @@ public final class AmpDemo implements Callable<Integer> {
                             .optSeed(seed)
                             .optWarmupSteps(warmup)
                             .optModelName(network.cliName())
+                            .optPlatformReport(platform)
                             .build()
                             .run();
 

@@ -2,12 +2,14 @@ package io.github.djlamp.examples;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import ai.djl.ndarray.NDManager;
 import io.github.djlamp.amp.doctor.AmpDoctor;
 import io.github.djlamp.amp.doctor.DoctorReport;
+import io.github.djlamp.amp.doctor.PlatformReport;
 import io.github.djlamp.amp.doctor.RunResult;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.scale.LossScaling;
@@ -37,6 +39,11 @@ class AmpDoctorTest {
             assertEquals(Precision.BF16, bf16.getPrecision());
             assertEquals(fp32, report.getBaseline());
             assertTrue(report.speedup() > 0, "speedup " + report.speedup());
+            // the platform check ran first, in a child JVM; this machine computes right
+            PlatformReport platform = report.getPlatformReport();
+            assertNotNull(platform, "the doctor runs the platform check by default");
+            assertTrue(platform.isSound(), platform.toString());
+            assertTrue(report.toTable().contains(platform.summary()), report.toTable());
             for (RunResult run : runs) {
                 String name = run.getLabel();
                 assertEquals(STEPS, run.getSteps(), name);

@@ -52,6 +52,11 @@ import java.util.function.Supplier;
  * ai.djl.training.evaluator.Accuracy}. The first steps of a run (the warm-up) are left out of its
  * throughput.
  *
+ * <p>Before the first run the doctor runs the {@link PlatformCheck} (once per JVM, in a child JVM:
+ * a few seconds), so that a platform whose kernels compute wrong or kill the JVM is named, with its
+ * cure, before a training run meets it; with progress on, its report is printed first. The report
+ * carries its result ({@link DoctorReport#getPlatformReport()}).
+ *
  * <p>The runs share the JVM, one after another. Before each run the probe hands memory the
  * allocators keep cached back (glibc's {@code malloc_trim} on a CPU, libtorch's {@code emptyCache}
  * on a CUDA GPU), so a run's memory is its own; the JIT and the engine's other state still carry
@@ -82,6 +87,8 @@ public final class AmpDoctor {
     private final LossScaling lossScaling;
     private final Shape inputShape;
     private final Function<Device, MemoryProbe> memoryProbes;
+    private final boolean platformCheck;
+    private final PlatformReport platformReport;
 
     private AmpDoctor(Builder builder, Shape inputShape) {
         this.modelFactory = builder.modelFactory;
@@ -98,6 +105,8 @@ public final class AmpDoctor {
         this.lossScaling = builder.lossScaling;
         this.inputShape = inputShape;
         this.memoryProbes = builder.memoryProbes;
+        this.platformCheck = builder.platformCheck;
+        this.platformReport = builder.platformReport;
     }
 
     /**
@@ -117,6 +126,16 @@ public final class AmpDoctor {
      * @throws TranslateException if a dataset's pipeline fails
      */
     public DoctorReport run() throws IOException, TranslateException {
+        PlatformReport platform = platformReport;
+        if (platform == null && platformCheck) {
+            platform =
+                    engineName == null
+                            ? PlatformCheck.cached()
+                            : PlatformCheck.builder().optEngine(engineName).build().check();
+            if (progress) {
+                System.out.println(platform);
+            }
+        }
         List<RunResult> runs = new ArrayList<>();
         for (int i = 0; i < precisions.size(); i++) {
             String title = "Run " + (i + 1) + "/" + precisions.size();
@@ -125,7 +144,7 @@ public final class AmpDoctor {
             System.gc();
         }
         Device device = runs.get(0).getDevice();
-        return new DoctorReport(runs, device, capabilities(device));
+        return new DoctorReport(runs, device, capabilities(device), platform);
     }
 
     Supplier<Block> getModelFactory() {
@@ -218,6 +237,8 @@ public final class AmpDoctor {
         private LossScaling lossScaling;
         private Shape inputShape;
         private Function<Device, MemoryProbe> memoryProbes;
+        private boolean platformCheck = true;
+        private PlatformReport platformReport;
 
         Builder() {}
 
@@ -382,6 +403,31 @@ public final class AmpDoctor {
          */
         public Builder optMemoryProbe(Function<Device, MemoryProbe> memoryProbes) {
             this.memoryProbes = memoryProbes;
+            return this;
+        }
+
+        /**
+         * Sets whether the doctor runs the {@link PlatformCheck} before its first run (default
+         * true; once per JVM, {@link PlatformCheck#cached()}, for DJL's default engine).
+         *
+         * @param platformCheck false to skip it (the report then has no platform line)
+         * @return this builder
+         */
+        public Builder optPlatformCheck(boolean platformCheck) {
+            this.platformCheck = platformCheck;
+            return this;
+        }
+
+        /**
+         * Gives the doctor a platform check's report the caller already has, to include in its
+         * report instead of running the check (and printing it) itself.
+         *
+         * @param platformReport the report, or null to run the check as {@link
+         *     #optPlatformCheck(boolean)} says
+         * @return this builder
+         */
+        public Builder optPlatformReport(PlatformReport platformReport) {
+            this.platformReport = platformReport;
             return this;
         }
 

@@ -20,9 +20,10 @@ public final class DoctorReport {
     private final List<RunResult> runs;
     private final Device device;
     private final DeviceCapabilities capabilities;
+    private final PlatformReport platform;
 
     /**
-     * Creates a report.
+     * Creates a report without a platform check.
      *
      * @param runs the runs, in the order they ran; at least one
      * @param device the device they trained on
@@ -30,12 +31,30 @@ public final class DoctorReport {
      * @throws IllegalArgumentException when there is no run
      */
     public DoctorReport(List<RunResult> runs, Device device, DeviceCapabilities capabilities) {
+        this(runs, device, capabilities, null);
+    }
+
+    /**
+     * Creates a report.
+     *
+     * @param runs the runs, in the order they ran; at least one
+     * @param device the device they trained on
+     * @param capabilities what djl-amp knows of the device, or null when no backend was found
+     * @param platform what the {@link PlatformCheck} found, or null when it did not run
+     * @throws IllegalArgumentException when there is no run
+     */
+    public DoctorReport(
+            List<RunResult> runs,
+            Device device,
+            DeviceCapabilities capabilities,
+            PlatformReport platform) {
         if (runs.isEmpty()) {
             throw new IllegalArgumentException("A doctor's report needs at least one run");
         }
         this.runs = Collections.unmodifiableList(new ArrayList<>(runs));
         this.device = device;
         this.capabilities = capabilities;
+        this.platform = platform;
     }
 
     /**
@@ -63,6 +82,16 @@ public final class DoctorReport {
      */
     public DeviceCapabilities getCapabilities() {
         return capabilities;
+    }
+
+    /**
+     * Returns what the {@link PlatformCheck} found before the runs: whether this machine's kernels
+     * compute right, and the cure where they do not.
+     *
+     * @return the platform report, or null when the check did not run
+     */
+    public PlatformReport getPlatformReport() {
+        return platform;
     }
 
     /**
@@ -109,7 +138,8 @@ public final class DoctorReport {
 
     /**
      * Formats the runs side by side, one column per run, one row per measurement, with a note on
-     * the device and how memory was measured.
+     * the device, the platform check (one line when sound; the defects, the cure and the advice
+     * otherwise) and how memory was measured.
      *
      * @return a multi-line plain-text table
      */
@@ -147,6 +177,9 @@ public final class DoctorReport {
                     .append(capabilities.getReason());
         }
         sb.append('\n');
+        if (platform != null) {
+            sb.append(platform).append('\n');
+        }
         sb.append("Memory: ")
                 .append(runs.get(0).getMemoryMethod())
                 .append(". Peak memory of a step: what a training step adds at its peak to the")

@@ -135,4 +135,81 @@ class DoctorReportTest {
         assertEquals("65536", DoctorRun.formatScale(65536f));
         assertEquals("0.5", DoctorRun.formatScale(0.5f));
     }
+
+    private static PlatformReport platform(PlatformCase... cases) {
+        boolean defect = List.of(cases).stream().anyMatch(PlatformCase::isDefect);
+        return new PlatformReport(
+                "cpu()",
+                true,
+                "PyTorch 2.7.1",
+                List.of(cases),
+                List.of(4242L),
+                null,
+                defect ? PlatformReport.Cure.VERIFIED : PlatformReport.Cure.NOT_NEEDED,
+                List.of(),
+                null,
+                3.5);
+    }
+
+    @Test
+    void theTableSaysInOneLineThatThePlatformIsSound() {
+        PlatformReport sound =
+                platform(
+                        new PlatformCase(
+                                "fp32/conv", "fp32 conv", PlatformCase.Status.OK, "right"));
+        DoctorReport report =
+                new DoctorReport(
+                        List.of(run("float32", Precision.FP32, false, 200)),
+                        Device.cpu(),
+                        null,
+                        sound);
+        assertSame(sound, report.getPlatformReport());
+        String table = report.toTable();
+        List<String> lines = table.lines().filter(l -> l.contains("Platform check")).toList();
+        assertEquals(List.of(sound.summary()), lines, table);
+        assertTrue(lines.get(0).startsWith("Platform check: sound. All 1 cases"), table);
+        assertEquals(
+                null,
+                new DoctorReport(
+                                List.of(run("float32", Precision.FP32, false, 1)),
+                                Device.cpu(),
+                                null)
+                        .getPlatformReport());
+    }
+
+    @Test
+    void theTableNamesAPlatformDefectWithItsCure() {
+        PlatformReport defective =
+                platform(
+                        new PlatformCase(
+                                "fp32/conv1x1",
+                                "fp32 conv 1x1, 256 -> 64 channels on (4, 256, 8, 8)",
+                                PlatformCase.Status.CRASHED,
+                                "the JVM died on SIGFPE (0x8), exit code 1"),
+                        new PlatformCase("bf16/conv", "bf16 conv", PlatformCase.Status.OK, ""));
+        String table =
+                new DoctorReport(
+                                List.of(run("float32", Precision.FP32, false, 200)),
+                                Device.cpu(),
+                                null,
+                                defective)
+                        .toTable();
+        assertTrue(
+                table.contains(
+                        "Platform check: DEFECTS FOUND on cpu() with PyTorch 2.7.1: 1 case crashed the JVM"),
+                table);
+        assertTrue(
+                table.contains(
+                        "CRASHED fp32 conv 1x1, 256 -> 64 channels on (4, 256, 8, 8): the JVM died on SIGFPE"),
+                table);
+        assertTrue(
+                table.contains(
+                        "ONEDNN_MAX_CPU_ISA=AVX2 in the environment cures it (verified here)."),
+                table);
+        assertTrue(
+                table.contains(
+                        "Check again: ONEDNN_MAX_CPU_ISA=AVX2 " + PlatformCheck.RECHECK_COMMAND),
+                table);
+        assertTrue(table.indexOf("Device: ") < table.indexOf("Platform check"), table);
+    }
 }
