@@ -99,7 +99,7 @@ public final class CanonicalKernels {
                                         : "In the environment, "
                                                 + KernelVerifier.CPU_CURE
                                                 + " makes oneDNN's kernels right (PyTorch issue"
-                                                + " 163347); io.github.djlamp.amp.doctor.PlatformCheck"
+                                                + " 163347); amp-doctor's PlatformCheck"
                                                 + " checks it");
                 return new DeviceCapabilities(
                         device,

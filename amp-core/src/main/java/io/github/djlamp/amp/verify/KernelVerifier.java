@@ -166,8 +166,9 @@ public final class KernelVerifier {
                 now = "it runs unverified";
         }
         logger.warn(
-                "djl-amp: the {} kernel of '{}' ({}, input {}, {}) is wrong: {}; {}. Run"
-                        + " io.github.djlamp.amp.doctor.PlatformCheck for the platform's cure.",
+                "djl-amp: the {} kernel of '{}' ({}, input {}, {}) is wrong: {}; {}. Check the"
+                        + " platform and its cure with 'mvn -B -q -pl amp-doctor -am compile"
+                        + " exec:java@platform-check' (PlatformCheck.run() from Java).",
                 verdict.getPrecision().canonicalName(),
                 path,
                 verdict.getOperation(),
