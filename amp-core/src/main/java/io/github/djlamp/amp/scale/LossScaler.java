@@ -322,9 +322,10 @@ public final class LossScaler implements AutoCloseable {
         backend.requireDjlSafe(loss, "backward");
         if (phase != Phase.READY) {
             throw new AmpException(
-                    "scale(loss) after unscaleAndCheck(...) in the same step: finish the step with"
-                            + " update() first, or accumulate every micro-batch's backward before"
-                            + " unscaleAndCheck(...)");
+                    "A loss was scaled after this step's gradients were already unscaled and"
+                            + " checked (AmpSession.unscaleGradients()): finish the step with"
+                            + " amp.step() first; to accumulate micro-batches, run every"
+                            + " backward before amp.unscaleGradients() or amp.step()");
         }
         if (!config.isEnabled()) {
             return loss;
@@ -348,8 +349,10 @@ public final class LossScaler implements AutoCloseable {
     public boolean unscaleAndCheck(GradientSet gradients, NDManager stepManager) {
         if (phase != Phase.READY) {
             throw new AmpException(
-                    "unscaleAndCheck(...) was already called for this step; step (or skip) the"
-                            + " optimizer, then call update() before the next step");
+                    "This step's gradients were already unscaled and checked"
+                            + " (AmpSession.unscaleGradients()): call amp.step() now, which"
+                            + " updates the weights or, on overflow, skips the update, instead of"
+                            + " checking them again");
         }
         phase = Phase.UNSCALED;
         collapse = null;

@@ -91,6 +91,31 @@ public final class AmpSession implements AutoCloseable {
     private GradientReducer gradientReducer;
     private Verdict verdict = Verdict.UNCHECKED;
 
+    /** The training forward pass the verdict belongs to: a later forward makes it stale. */
+    private long verdictForward = -1;
+
+    /** A custom loop unscaled the gradients itself: the verdict holds until its amp.step(). */
+    private boolean heldForStep;
+
+    /**
+     * Records the verdict of the gradients of the current training forward pass. Evaluating the
+     * loss again (a listener recording it) does not change it; the next training forward does.
+     */
+    private void decide(Verdict decided) {
+        verdict = decided;
+        verdictForward = block.getTrainingForwardCount();
+    }
+
+    /** The verdict, or UNCHECKED once a training forward pass has run since it was decided. */
+    private Verdict current() {
+        if (verdict != Verdict.UNCHECKED
+                && !heldForStep
+                && block.getTrainingForwardCount() != verdictForward) {
+            verdict = Verdict.UNCHECKED;
+        }
+        return verdict;
+    }
+
     private enum Verdict {
         UNCHECKED,
         APPLY,
@@ -353,7 +378,6 @@ public final class AmpSession implements AutoCloseable {
                             + " scaling it again would multiply its gradients by the scale twice."
                             + " Pass it to backward as it is.");
         }
-        verdict = Verdict.UNCHECKED; // a new backward: the last step's verdict no longer holds
         if (!scaling.isEnabled()) {
             return loss;
         }
@@ -386,6 +410,7 @@ public final class AmpSession implements AutoCloseable {
         try (NDManager stepManager = trainer.getManager().newSubManager()) {
             unscaleAndCheck(stepManager);
         }
+        heldForStep = true;
     }
 
     /**
@@ -399,12 +424,13 @@ public final class AmpSession implements AutoCloseable {
      */
     public void step() {
         requireAttached();
-        if (verdict == Verdict.UNCHECKED) {
+        if (current() == Verdict.UNCHECKED) {
             unscaleGradients();
         }
         trainer.step();
         update();
         verdict = Verdict.UNCHECKED; // the next step() checks its own gradients
+        heldForStep = false;
     }
 
     /**
@@ -426,7 +452,7 @@ public final class AmpSession implements AutoCloseable {
         }
         boolean overflow = scaler.unscaleAndCheck(gradients, stepManager);
         if (!scaler.isVerdictKnown()) {
-            verdict = Verdict.ON_DEVICE;
+            decide(Verdict.ON_DEVICE);
             if (buffers != null) {
                 // the forward pass moved them with this batch: put back where the step skips
                 buffers.restoreIf(backend, scaler.getFoundInfArray());
@@ -434,7 +460,7 @@ public final class AmpSession implements AutoCloseable {
             }
             return false;
         }
-        verdict = overflow ? Verdict.SKIP : Verdict.APPLY;
+        decide(overflow ? Verdict.SKIP : Verdict.APPLY);
         if (buffers != null) {
             if (overflow) {
                 buffers.restore(backend); // the forward pass moved them with this batch
@@ -454,7 +480,7 @@ public final class AmpSession implements AutoCloseable {
         requireAttached();
         pendingBatches++;
         if (pendingBatches < options.getAccumulationSteps()) {
-            verdict = Verdict.ACCUMULATE;
+            decide(Verdict.ACCUMULATE);
             return;
         }
         pendingBatches = 0;
@@ -485,7 +511,7 @@ public final class AmpSession implements AutoCloseable {
      * @return true inside an accumulation window
      */
     boolean isAccumulating() {
-        return verdict == Verdict.ACCUMULATE;
+        return current() == Verdict.ACCUMULATE;
     }
 
     /**
@@ -495,11 +521,11 @@ public final class AmpSession implements AutoCloseable {
      * @return true between a skipping verdict and the next backward
      */
     boolean isReportingSkippedBatch() {
-        if (verdict == Verdict.ON_DEVICE) {
+        if (current() == Verdict.ON_DEVICE) {
             // one host read, next to DJL's own host read of the loss for the same report
             return isSkipping();
         }
-        return verdict == Verdict.SKIP;
+        return current() == Verdict.SKIP;
     }
 
     /**
@@ -645,14 +671,14 @@ public final class AmpSession implements AutoCloseable {
      * @throws AmpException when this step's gradients were never checked under loss scaling
      */
     public boolean isSkipping() {
-        if (verdict == Verdict.UNCHECKED && !isScaling()) {
+        if (current() == Verdict.UNCHECKED && !isScaling()) {
             return false; // bf16 and fp32: a custom loop needs no scaler calls
         }
         requireChecked();
-        if (verdict == Verdict.ON_DEVICE) {
+        if (current() == Verdict.ON_DEVICE) {
             // asked for: one host read (the flag stands until the next step's check)
             boolean skip = backend.readFloat(scaler.getFoundInfArray()) != 0f;
-            verdict = skip ? Verdict.SKIP : Verdict.APPLY;
+            decide(skip ? Verdict.SKIP : Verdict.APPLY);
         }
         return verdict == Verdict.SKIP;
     }
@@ -661,7 +687,7 @@ public final class AmpSession implements AutoCloseable {
      * Throws when the optimizer runs before this step's gradients were checked under loss scaling.
      */
     void requireChecked() {
-        if (verdict == Verdict.UNCHECKED) {
+        if (current() == Verdict.UNCHECKED) {
             if (!isScaling()) {
                 return; // bf16 and fp32: a custom loop needs no scaler calls
             }
@@ -694,7 +720,7 @@ public final class AmpSession implements AutoCloseable {
      * @return true only when the verdict is on the host and says skip
      */
     boolean isKnownSkip() {
-        return verdict == Verdict.SKIP;
+        return current() == Verdict.SKIP;
     }
 
     /**

@@ -3,6 +3,7 @@ package io.github.djlamp.amp.train;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.training.loss.Loss;
+import io.github.djlamp.amp.spi.AmpBackends;
 import java.util.Arrays;
 import java.util.Objects;
 
@@ -66,13 +67,25 @@ public final class ScaledLoss extends Loss {
     /** {@inheritDoc} */
     @Override
     public void updateAccumulators(String[] keys, NDList labels, NDList predictions) {
-        if (session.isReportingSkippedBatch()) {
+        if (session.isReportingSkippedBatch() && !isFinite(labels, predictions)) {
             keys = withoutTrainingKeys(keys);
             if (keys.length == 0) {
                 return;
             }
         }
         inner.updateAccumulators(keys, labels, predictions);
+    }
+
+    /**
+     * Whether a skipped batch's loss is finite: a step skipped because its scaled gradients
+     * overflowed (fp16's warm-up does it) keeps its loss in the epoch's mean; only a loss that is
+     * not finite is left out, so that DJL's divergence check does not take a skip for divergence.
+     * One host read, for skipped batches only, next to DJL's own read of the same loss.
+     */
+    private boolean isFinite(NDList labels, NDList predictions) {
+        NDArray loss = inner.evaluate(labels, predictions);
+        float sum = AmpBackends.forManager(loss.getManager()).readFloat(loss.sum());
+        return Float.isFinite(sum);
     }
 
     private static String[] withoutTrainingKeys(String[] keys) {

@@ -145,6 +145,58 @@ class CustomLoopVerbsTest {
     }
 
     @Test
+    void verbOrderMistakesNameTheVerbsAUserCalls() {
+        Engine.getInstance().setRandomSeed(9);
+        try (Model model = Model.newInstance("verbs-order", "PyTorch")) {
+            MixedPrecisionBlock block = Amp.wrap(new RealProgramsRig.Mlp().block, "float32");
+            model.setBlock(block);
+            try (Trainer trainer =
+                            model.newTrainer(
+                                    Amp.configure(
+                                            RealProgramsRig.sgd(0.1f),
+                                            block,
+                                            LossScaling.dynamic()));
+                    NDManager data = trainer.getManager().newSubManager()) {
+                trainer.initialize(new Shape(ToyTask.BATCH, ToyTask.FEATURES));
+                AmpSession amp = AmpSession.of(trainer);
+                ToyTask task = new ToyTask(data);
+                NDList x = new NDList(task.x.get(task.rows(0)));
+                NDList y = new NDList(task.y.get(task.rows(0)));
+                // PyTorch's habit: unscale, ask, step
+                List<float[]> before = RealProgramsRig.values(block);
+                try (GradientCollector collector = trainer.newGradientCollector()) {
+                    collector.backward(trainer.getLoss().evaluate(y, trainer.forward(x)));
+                }
+                amp.unscaleGradients();
+                if (!amp.isSkipping()) {
+                    amp.step();
+                }
+                assertNotEquals(
+                        0f,
+                        RealProgramsRig.largestChange(
+                                before.get(0), RealProgramsRig.values(block).get(0)),
+                        "the step was applied");
+
+                try (GradientCollector collector = trainer.newGradientCollector()) {
+                    collector.backward(trainer.getLoss().evaluate(y, trainer.forward(x)));
+                }
+                amp.unscaleGradients();
+                AmpException twice = assertThrows(AmpException.class, amp::unscaleGradients);
+                assertTrue(twice.getMessage().contains("call amp.step() now"), twice.getMessage());
+                assertFalse(twice.getMessage().contains("update()"), twice.getMessage());
+                AmpException late =
+                        assertThrows(
+                                AmpException.class,
+                                () -> trainer.getLoss().evaluate(y, trainer.forward(x)));
+                assertTrue(late.getMessage().contains("amp.step() first"), late.getMessage());
+                assertFalse(late.getMessage().contains("unscaleAndCheck"), late.getMessage());
+                amp.step();
+                assertEquals(2, amp.getScaler().getSteps());
+            }
+        }
+    }
+
+    @Test
     void aBf16CustomLoopIsPlainDjl() {
         Engine.getInstance().setRandomSeed(10);
         try (Model model = Model.newInstance("bf16-loop", "PyTorch")) {

@@ -29,6 +29,39 @@ import org.junit.jupiter.api.Test;
 class SkipIsNotDivergenceTest {
 
     @Test
+    void anEpochWhoseStepsAllOverflowedReportsItsFiniteLoss() throws Exception {
+        Engine.getInstance().setRandomSeed(6);
+        try (Model model = Model.newInstance("warm-up", "PyTorch")) {
+            MixedPrecisionBlock block = Amp.wrap(new RealProgramsRig.Mlp().block, "mixed_float16");
+            model.setBlock(block);
+            // fp16's warm-up: a scale so large that every step's scaled gradients overflow
+            LossScaling huge = LossScaling.dynamicBuilder().initScale(0x1p24f).build();
+            try (Trainer trainer =
+                            model.newTrainer(
+                                    Amp.configure(
+                                            RealProgramsRig.sgd(0.1f)
+                                                    .addEvaluator(new Accuracy())
+                                                    .addTrainingListeners(
+                                                            TrainingListener.Defaults.logging()),
+                                            model.getBlock(),
+                                            huge));
+                    NDManager data = trainer.getManager().newSubManager()) {
+                trainer.initialize(new Shape(ToyTask.BATCH, ToyTask.FEATURES));
+                EasyTrain.fit(trainer, 1, RealProgramsRig.data(data, 2), null);
+
+                LossScaler scaler = AmpSession.of(trainer).getScaler();
+                assertEquals(2, scaler.getSkippedSteps(), "both steps overflowed");
+                Float trainLoss = trainer.getTrainingResult().getTrainLoss();
+                assertTrue(
+                        trainLoss != null && Float.isFinite(trainLoss) && trainLoss > 0,
+                        "a step skipped for overflowing gradients keeps its finite loss in the"
+                                + " epoch's mean: "
+                                + trainLoss);
+            }
+        }
+    }
+
+    @Test
     void oneNanBatchWithDjlsLoggingListenersIsSkippedNotDivergence() throws Exception {
         Engine.getInstance().setRandomSeed(6);
         try (Model model = Model.newInstance("readme", "PyTorch")) {
