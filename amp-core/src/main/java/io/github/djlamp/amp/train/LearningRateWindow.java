@@ -18,7 +18,10 @@ import java.util.Arrays;
  * <p>Each count is asked of the tracker once, in increasing order, as DJL itself does: trackers
  * with state that only moves forward ({@code MultiFactorTracker}) give DJL's values. A tracker is
  * asked up to {@link #AHEAD} steps before the step that uses its answer, and never for a count
- * below DJL's first, {@code beginNumUpdate + 1}.
+ * below DJL's first, {@code beginNumUpdate + 1}. A tracker that throws or returns a rate that is
+ * not finite for a count past the next launch's (a lookup table sized for the run, a range test
+ * that grows past the float range) ends the window there: the run fails only if it reaches that
+ * count, with an exception naming the tracker.
  */
 final class LearningRateWindow {
 
@@ -82,22 +85,38 @@ final class LearningRateWindow {
         float[] window = new float[Math.toIntExact(end - start)];
         int kept = Math.toIntExact(evaluatedEnd - start);
         System.arraycopy(rates, rates.length - kept, window, 0, kept);
+        // the next launch uses a count up to count + 1: those rates are needed now; later ones
+        // only if the run gets there, so a tracker that fails past the run's end shortens the
+        // window instead of failing the run
+        long needed = count + 2 - start;
         for (int i = kept; i < window.length; i++) {
             int updateCount = Math.toIntExact(start + i);
-            window[i] = tracker.getNewValue(updateCount);
-            if (!Float.isFinite(window[i])) {
-                throw new AmpException(
-                        "The learning rate tracker "
-                                + tracker.getClass().getName()
-                                + " returned "
-                                + window[i]
-                                + " for update "
-                                + updateCount
-                                + ", which would make every weight NaN; fix the tracker (the fused"
-                                + " optimizer step asks it up to "
-                                + ahead
-                                + " updates ahead)");
+            String failure;
+            try {
+                window[i] = tracker.getNewValue(updateCount);
+                failure = Float.isFinite(window[i]) ? null : "returned " + window[i];
+            } catch (RuntimeException e) {
+                failure = "threw " + e;
             }
+            if (failure == null) {
+                continue;
+            }
+            if (i >= needed) {
+                window = Arrays.copyOf(window, i);
+                break;
+            }
+            throw new AmpException(
+                    "The learning rate tracker "
+                            + tracker
+                            + " ("
+                            + tracker.getClass().getName()
+                            + ") "
+                            + failure
+                            + " for update "
+                            + updateCount
+                            + ", the update the next fused optimizer step applies; a NaN or"
+                            + " infinite rate would make every weight NaN. Fix the tracker for"
+                            + " this update, or end training before it");
         }
         rates = window;
         first = start;

@@ -100,11 +100,15 @@ class LearningRateWindowTest {
     }
 
     @Test
-    void aRateThatIsNotANumberIsRefusedWithItsUpdate() {
+    void aRateThatIsNotANumberIsRefusedWithItsUpdateWhenTheRunReachesIt() {
         LearningRateWindow window =
                 new LearningRateWindow(n -> n == 3 ? Float.NaN : 0.1f, 0, AHEAD);
-        AmpException e = assertThrows(AmpException.class, () -> window.refresh(0));
-        assertTrue(e.getMessage().contains("NaN for update 3"), e.getMessage());
+        assertEquals(2, window.refresh(0).length, "updates 1 and 2 are usable");
+        window.launched();
+        window.launched();
+        assertTrue(window.needsRefresh());
+        AmpException e = assertThrows(AmpException.class, () -> window.refresh(2));
+        assertTrue(e.getMessage().contains("returned NaN for update 3"), e.getMessage());
     }
 
     @Test
@@ -115,5 +119,46 @@ class LearningRateWindowTest {
         IllegalStateException e =
                 assertThrows(IllegalStateException.class, () -> window.refresh(2));
         assertTrue(e.getMessage().contains("update count is 2"), e.getMessage());
+    }
+
+    @Test
+    void aTrackerSizedForTheRunShortensTheWindowInsteadOfFailing() {
+        float[] table = {0.1f, 0.2f, 0.3f};
+        Tracker lookup = count -> table[count - 1]; // counts 1..3 only
+        LearningRateWindow window = new LearningRateWindow(lookup, 0, AHEAD);
+        assertArrayEquals(table, window.refresh(0));
+        window.launched();
+        window.launched();
+        assertFalse(window.needsRefresh(), "update 3 is in the table");
+        window.launched();
+        assertTrue(window.needsRefresh(), "the window ends where the table does");
+    }
+
+    @Test
+    void aRateThatGrowsPastTheFloatRangeLaterDoesNotFailTheRunNow() {
+        Tracker rangeTest = count -> (float) Math.pow(1e20, count);
+        LearningRateWindow window = new LearningRateWindow(rangeTest, 0, AHEAD);
+        assertEquals(1, window.refresh(0).length, "1e20 fits a float, 1e40 does not");
+    }
+
+    @Test
+    void aTrackerThatFailsForTheNextUpdateIsNamed() {
+        Tracker broken =
+                new Tracker() {
+                    @Override
+                    public float getNewValue(int numUpdate) {
+                        throw new ArrayIndexOutOfBoundsException(numUpdate);
+                    }
+
+                    @Override
+                    public String toString() {
+                        return "MyTable";
+                    }
+                };
+        LearningRateWindow window = new LearningRateWindow(broken, 0, AHEAD);
+        AmpException e = assertThrows(AmpException.class, () -> window.refresh(0));
+        assertTrue(
+                e.getMessage().startsWith("The learning rate tracker MyTable ("), e.getMessage());
+        assertTrue(e.getMessage().contains("for update 1, the update the next"), e.getMessage());
     }
 }
