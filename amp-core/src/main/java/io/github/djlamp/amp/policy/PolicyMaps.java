@@ -35,6 +35,36 @@ final class PolicyMaps {
         return map;
     }
 
+    /**
+     * Whether a key that is not a policy key was meant as one (a misspelling such as {@code
+     * overide.path.x}): its first segment is within two edits of {@code policy} or {@code
+     * override}. Other keys belong to someone else (a model's properties hold DJL's {@code Epoch}
+     * and djl-amp's own {@code djl-amp.scaler}) and are ignored.
+     */
+    static boolean looksLikeAPolicyKey(String key) {
+        String head = key.split("\\.", 2)[0].toLowerCase(java.util.Locale.ROOT);
+        return editDistance(head, POLICY_KEY) <= 2 || editDistance(head, "override") <= 2;
+    }
+
+    private static int editDistance(String a, String b) {
+        int[] previous = new int[b.length() + 1];
+        int[] current = new int[b.length() + 1];
+        for (int j = 0; j <= b.length(); j++) {
+            previous[j] = j;
+        }
+        for (int i = 1; i <= a.length(); i++) {
+            current[0] = i;
+            for (int j = 1; j <= b.length(); j++) {
+                int substitute = previous[j - 1] + (a.charAt(i - 1) == b.charAt(j - 1) ? 0 : 1);
+                current[j] = Math.min(substitute, Math.min(previous[j], current[j - 1]) + 1);
+            }
+            int[] swap = previous;
+            previous = current;
+            current = swap;
+        }
+        return previous[b.length()];
+    }
+
     static PrecisionPolicy fromMap(Map<String, String> map) {
         if (map == null || !map.containsKey(POLICY_KEY)) {
             throw new IllegalArgumentException(
@@ -53,7 +83,7 @@ final class PolicyMaps {
                 builder.overrideClass(
                         BlockClasses.load(key.substring(CLASS_KEY_PREFIX.length())),
                         category(map, key));
-            } else if (!POLICY_KEY.equals(key)) {
+            } else if (!POLICY_KEY.equals(key) && looksLikeAPolicyKey(key)) {
                 throw new IllegalArgumentException(
                         "Unknown precision policy config key '"
                                 + key

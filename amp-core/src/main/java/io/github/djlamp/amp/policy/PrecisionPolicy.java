@@ -146,8 +146,11 @@ public final class PrecisionPolicy {
      *
      * @param map the config entries
      * @return the policy
-     * @throws IllegalArgumentException naming the problem: a missing {@code policy} key, an unknown
-     *     key, policy name, category or class
+     *     <p>Keys of other owners are ignored, so a model's properties can be read as they are
+     *     (DJL's {@code Epoch}, djl-amp's own {@code djl-amp.scaler}); a key that looks like a
+     *     misspelt policy key ({@code overide.path.x}) is refused.
+     * @throws IllegalArgumentException naming the problem: a missing {@code policy} key, a misspelt
+     *     key, an unknown policy name, category or class
      */
     public static PrecisionPolicy fromMap(Map<String, String> map) {
         return PolicyMaps.fromMap(map);

@@ -239,4 +239,15 @@ class PolicyFormatTest {
         assertTrue(e.getMessage().contains("'policy' has no value"), e.getMessage());
         assertThrows(IllegalArgumentException.class, () -> PrecisionPolicy.fromMap(null));
     }
+
+    @Test
+    void aModelsPropertiesReadAsTheyAre() {
+        java.util.Properties properties = new java.util.Properties();
+        properties.setProperty("policy", "mixed_float16");
+        properties.setProperty("override.path.a", "fp32");
+        properties.setProperty("djl-amp.scaler", "scale=1024.0");
+        properties.setProperty("Epoch", "3");
+        PrecisionPolicy policy = PrecisionPolicy.fromProperties(properties);
+        assertEquals("mixed_float16[path:a=fp32]", policy.toString());
+    }
 }
