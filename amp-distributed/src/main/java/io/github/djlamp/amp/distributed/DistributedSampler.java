@@ -134,6 +134,21 @@ public final class DistributedSampler implements Sampler {
     @Override
     public Iterator<List<Long>> sample(RandomAccessDataset dataset) {
         int total = Math.toIntExact(dataset.size());
+        if (total < globalBatchSize) {
+            throw new IllegalArgumentException(
+                    "The dataset has "
+                            + total
+                            + " examples, fewer than one global batch of "
+                            + globalBatchSize
+                            + ": every epoch would train 0 steps and leave the weights as they"
+                            + " are (the incomplete last global batch is dropped so that every"
+                            + " rank takes the same steps). Give the DistributedSampler a global"
+                            + " batch of at most "
+                            + total
+                            + " (a multiple of the "
+                            + (globalBatchSize / getBatchSize())
+                            + " ranks), or more data.");
+        }
         List<Long> order = new ArrayList<>(total);
         for (long i = 0; i < total; i++) {
             order.add(i);

@@ -97,4 +97,23 @@ class DistributedSamplerTest {
         assertThrows(
                 IllegalArgumentException.class, () -> new DistributedSampler(8, true, 0, 4, 4));
     }
+
+    @Test
+    void aDatasetSmallerThanOneGlobalBatchIsRefusedInsteadOfTrainingNothing() {
+        try (NDManager manager = NDManager.newBaseManager()) {
+            ArrayDataset dataset = TrainingJob.dataset(manager, 5).setSampling(1, false).build();
+            DistributedSampler sampler = new DistributedSampler(8, true, 5, 0, 2);
+            IllegalArgumentException e =
+                    assertThrows(IllegalArgumentException.class, () -> sampler.sample(dataset));
+            assertTrue(
+                    e.getMessage()
+                            .startsWith(
+                                    "The dataset has 5 examples, fewer than one global"
+                                            + " batch of 8: every epoch would train 0 steps"),
+                    e.getMessage());
+            assertTrue(
+                    e.getMessage().contains("at most 5 (a multiple of the 2 ranks)"),
+                    e.getMessage());
+        }
+    }
 }
