@@ -97,6 +97,9 @@ public final class AmpSession implements AutoCloseable {
     /** A custom loop unscaled the gradients itself: the verdict holds until its amp.step(). */
     private boolean heldForStep;
 
+    /** The training forward count when an optimizer state was last loaded, -1 for never. */
+    private long optimizerStateLoadedAt = -1;
+
     /**
      * Records the verdict of the gradients of the current training forward pass. Evaluating the
      * loss again (a listener recording it) does not change it; the next training forward does.
@@ -661,6 +664,19 @@ public final class AmpSession implements AutoCloseable {
 
     private boolean lossWasNonFinite() {
         return lossHealth != null && !Float.isFinite(backend.readFloat(lossHealth));
+    }
+
+    /**
+     * Records that an optimizer state was loaded: until the next training forward, again is fine.
+     */
+    void markOptimizerStateLoaded() {
+        optimizerStateLoadedAt = block.getTrainingForwardCount();
+    }
+
+    /** Whether an optimizer state was loaded and no training forward pass (so no step) followed. */
+    boolean isOptimizerStateUntouchedSinceLoad() {
+        return optimizerStateLoadedAt >= 0
+                && optimizerStateLoadedAt == block.getTrainingForwardCount();
     }
 
     /**

@@ -106,6 +106,19 @@ final class FusedUpdateCount {
      * @param owner the manager that keeps the arrays (the model's)
      * @param device the weights' device
      */
+    /** Forgets a restored count that no step has used, so that a state can be loaded again. */
+    void forget() {
+        if (count != null) {
+            count.close();
+            count = null;
+        }
+        if (perParameter != null) {
+            perParameter.close();
+            perParameter = null;
+        }
+        slots.clear();
+    }
+
     void restore(Map<String, Long> appliedSteps, long djlCount, NDManager owner, Device device) {
         if (count != null) {
             throw new IllegalStateException("the update count is restored before the first step");

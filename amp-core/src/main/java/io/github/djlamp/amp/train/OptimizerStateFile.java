@@ -19,10 +19,13 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 
 /**
@@ -138,7 +141,7 @@ final class OptimizerStateFile {
         for (Pair<String, Parameter> pair : session.getBlock().getParameters()) {
             byName.put(pair.getKey(), pair.getValue());
         }
-        List<String> unknown = new ArrayList<>();
+        Set<String> unknown = new LinkedHashSet<>();
         for (String name : state.counts.keySet()) {
             if (!byName.containsKey(name)) {
                 unknown.add(name);
@@ -173,8 +176,27 @@ final class OptimizerStateFile {
                             + unknown
                             + "; load it into the model it was saved from");
         }
+        List<String> missing = new ArrayList<>();
+        for (Map.Entry<String, Parameter> entry : byName.entrySet()) {
+            if (entry.getValue().requiresGradient() && !state.counts.containsKey(entry.getKey())) {
+                missing.add(entry.getKey());
+            }
+        }
+        if (!missing.isEmpty() && !state.counts.isEmpty()) {
+            Collections.sort(missing);
+            throw new AmpException(
+                    "The optimizer state in "
+                            + file
+                            + " has no state for parameters this model trains: "
+                            + missing
+                            + "; load it into the model it was saved from, with the same layers"
+                            + " trained (freeze the others before loading)");
+        }
+        boolean reload = session.isOptimizerStateUntouchedSinceLoad();
         if (fused != null) {
-            if (fused.counter().count() != null) {
+            if (reload) {
+                fused.counter().forget();
+            } else if (fused.counter().count() != null) {
                 throw notBeforeFirstStep();
             }
             float rescale = momentumRescale(state, fused.momentumToDjl());
@@ -205,8 +227,9 @@ final class OptimizerStateFile {
                 device = any.getDevice();
             }
             fused.counter().restore(applied, state.numUpdate, owner, device);
+            session.markOptimizerStateLoaded();
         } else {
-            if ((int) DjlOptimizers.read(inner, Optimizer.class, "numUpdate") != 0) {
+            if (!reload && (int) DjlOptimizers.read(inner, Optimizer.class, "numUpdate") != 0) {
                 throw notBeforeFirstStep();
             }
             List<Map<String, Map<Device, NDArray>>> maps = djlBuffers(inner);
@@ -227,13 +250,18 @@ final class OptimizerStateFile {
                     array.detach(); // as DJL's optimizers keep their state
                     Map<Device, NDArray> perDevice = new ConcurrentHashMap<>();
                     perDevice.put(weight.getDevice(), array);
-                    maps.get(b).put(byName.get(entry.getKey()).getId(), perDevice);
+                    Map<Device, NDArray> replaced =
+                            maps.get(b).put(byName.get(entry.getKey()).getId(), perDevice);
+                    if (replaced != null) {
+                        replaced.values().forEach(NDArray::close); // a reload's first state
+                    }
                 }
             }
             Map<String, Integer> counts = djlCounts(inner);
             state.counts.forEach(
                     (name, count) -> counts.put(byName.get(name).getId(), (int) (long) count));
             DjlOptimizers.write(inner, Optimizer.class, "numUpdate", (int) state.numUpdate);
+            session.markOptimizerStateLoaded();
         }
     }
 
@@ -374,19 +402,35 @@ final class OptimizerStateFile {
                                             name + "#" + b));
                         }
                     });
+            if (Files.isDirectory(file)) {
+                throw new AmpException(
+                        "Cannot save the optimizer state to "
+                                + file
+                                + ": it is a directory; give a file path, for example "
+                                + file.resolve("model.optimizer"));
+            }
             Path parent = file.toAbsolutePath().getParent();
             if (parent != null) {
                 Files.createDirectories(parent);
             }
-            Path partial = file.resolveSibling(file.getFileName() + ".partial");
-            try (OutputStream out = Files.newOutputStream(partial)) {
-                list.encode(out);
+            // a name of its own: two trainers saving to one path at once do not share a file
+            Path partial =
+                    Files.createTempFile(
+                            file.toAbsolutePath().getParent(),
+                            file.getFileName() + ".",
+                            ".partial");
+            try {
+                try (OutputStream out = Files.newOutputStream(partial)) {
+                    list.encode(out);
+                }
+                Files.move(
+                        partial,
+                        file,
+                        StandardCopyOption.REPLACE_EXISTING,
+                        StandardCopyOption.ATOMIC_MOVE);
+            } finally {
+                Files.deleteIfExists(partial);
             }
-            Files.move(
-                    partial,
-                    file,
-                    StandardCopyOption.REPLACE_EXISTING,
-                    StandardCopyOption.ATOMIC_MOVE);
         }
     }
 
