@@ -292,10 +292,14 @@ public final class AmpSession implements AutoCloseable {
 
     /**
      * Tells the session its trainer was closed: a window of accumulated gradients that never
-     * reached a step is cleared, a scaler state kept on the device is saved into the model's
-     * properties (one host read), and another trainer may now be made from the same configuration.
+     * reached a step is cleared, a scaler state kept on the device is read (one host read) and
+     * saved into the model's properties, and another trainer may now be made from the same
+     * configuration.
      *
      * @param closing the trainer being closed
+     * @throws LossScaleCollapsedException when that read finds the scale collapsed since the last
+     * @throws AmpException when it finds a fixed scale overflowing {@value
+     *     #FIXED_SCALE_OVERFLOW_LIMIT} steps in a row
      */
     void detach(Trainer closing) {
         if (closing != trainer || trainerClosed) {
@@ -306,14 +310,39 @@ public final class AmpSession implements AutoCloseable {
             verdict = Verdict.UNCHECKED;
             clearTrainableGradients();
         }
+        RuntimeException divergence = null;
         if (scaling.isEnabled() && !scaler.isMirrorFresh()) {
-            // the state lives on the device (fused steps) and was last saved at the last periodic
-            // read: the model, saved after training or given to the next trainer, gets the current
+            // the state lives on the device (fused steps) and was last read at the last periodic
+            // read: this is the run's last read, so a divergence since is reported here, and the
+            // model, saved after training or given to the next trainer, gets the current state
+            try {
+                syncToHost();
+            } catch (RuntimeException e) {
+                divergence = e;
+            }
             trainer.getModel()
                     .setProperty(
                             SCALER_STATE_PROPERTY, scaler.state().withOrigin(scaling).toString());
         }
         trainerClosed = true;
+        if (divergence != null) {
+            throwFromClose(closing, divergence);
+        }
+    }
+
+    /**
+     * Throws a divergence found at the trainer's close. DJL's {@code Trainer.close} stops at a
+     * listener that throws, so what it would still have done is done first: the parameters synced
+     * and the trainer's arrays freed (listeners after djl-amp's do not run: the run diverged).
+     */
+    private void throwFromClose(Trainer closing, RuntimeException divergence) {
+        logger.error("djl-amp: found when the trainer closed: {}", divergence.getMessage());
+        ParameterStore store = block.getTrainingStore();
+        if (store != null) {
+            store.sync();
+        }
+        closing.getManager().close();
+        throw divergence;
     }
 
     private LossScaling scalingFor(Precision compute) {
