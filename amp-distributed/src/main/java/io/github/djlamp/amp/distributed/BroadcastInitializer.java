@@ -40,6 +40,7 @@ final class BroadcastInitializer implements Initializer {
         if (world.getSize() == 1) {
             return;
         }
+        SameSetup.requireSameShape(array.getShape(), world, name);
         java.nio.ByteBuffer host = array.toByteBuffer();
         java.nio.ByteBuffer direct =
                 java.nio.ByteBuffer.allocateDirect(host.remaining()).order(host.order());

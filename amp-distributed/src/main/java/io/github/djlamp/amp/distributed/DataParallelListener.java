@@ -40,6 +40,7 @@ final class DataParallelListener extends TrainingListenerAdapter {
     @Override
     public void onTrainingBegin(Trainer trainer) {
         AmpSession session = AmpSession.of(trainer);
+        SameSetup.require(session, trainer.getModel().getBlock(), world);
         session.setGradientReducer(reducer);
         if (!world.isRoot()) {
             // djl-amp's own INFO lines once, not once a rank

@@ -198,6 +198,34 @@ class MpiJobTest {
                 run.output.contains("waited 60 s"), "not ended by the deadline:\n" + run.output);
     }
 
+    /**
+     * Ranks that do not train the same thing are named when the trainer is created (or, for a
+     * layer's width, when its parameters are initialized), on every rank, in seconds: not a raw MPI
+     * error, a hang until the deadline or a NaN loss later.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"width", "layer", "policy"})
+    void ranksThatDoNotMatchAreNamedAtTheStart(String difference) throws Exception {
+        MpiLauncher.Outcome run =
+                MpiLauncher.run(
+                        2,
+                        120,
+                        List.of("-D" + World.TIMEOUT_PROPERTY + "=60"),
+                        out.toString(),
+                        "4",
+                        "8",
+                        "fp16",
+                        "fault=1:0:" + difference);
+        assertNotEquals(0, run.exitCode, run.output);
+        String expected =
+                difference.equals("width")
+                        ? "The ranks' parameter '01Linear_weight' differs in size"
+                        : "The ranks do not train the same setup: rank 1 differs from rank 0";
+        assertTrue(run.output.contains(expected), run.output);
+        assertFalse(
+                run.output.contains("waited 60 s"), "not ended by the deadline:\n" + run.output);
+    }
+
     /** A rank that hangs after the last collective: the job ends after the deadline, naming it. */
     @ParameterizedTest
     @ValueSource(ints = {0, 1})

@@ -173,7 +173,7 @@ public final class TrainingJob {
 
     static Result train(
             World world,
-            String precision,
+            String requestedPrecision,
             int steps,
             int globalBatch,
             String fault,
@@ -181,6 +181,7 @@ public final class TrainingJob {
             throws IOException, ai.djl.translate.TranslateException {
         // each rank initializes differently: the broadcast from rank 0 must make them agree
         Engine.getInstance().setRandomSeed(1000 + world.getRank());
+        String precision = requestedPrecision;
         AtomicInteger step = new AtomicInteger();
         int faultRank = -1;
         int faultStep = -1;
@@ -194,11 +195,21 @@ public final class TrainingJob {
         boolean mine = faultRank == world.getRank();
         int injectAt = mine && faultKind.equals("inf") ? faultStep : -1;
 
+        // a rank that differs on purpose: another width, an extra layer, another policy
         SequentialBlock mlp =
                 new SequentialBlock()
-                        .add(Linear.builder().setUnits(16).build())
+                        .add(
+                                Linear.builder()
+                                        .setUnits(mine && faultKind.equals("width") ? 24 : 16)
+                                        .build())
                         .add(Activation.reluBlock())
                         .add(Linear.builder().setUnits(CLASSES).build());
+        if (mine && faultKind.equals("layer")) {
+            mlp.add(Linear.builder().setUnits(CLASSES).build());
+        }
+        if (mine && faultKind.equals("policy")) {
+            precision = precision.equals("bf16") ? "fp16" : "bf16";
+        }
         try (Model model = Model.newInstance("dp-job");
                 NDManager data = NDManager.newBaseManager()) {
             model.setBlock(Amp.wrap(mlp, precision));
