@@ -30,6 +30,7 @@ public final class DistributedSampler implements Sampler {
     private final long seed;
     private final int rank;
     private final int size;
+    private final World world;
     private int epoch;
 
     /**
@@ -44,7 +45,7 @@ public final class DistributedSampler implements Sampler {
      *     the world size
      */
     public DistributedSampler(int globalBatchSize, boolean shuffle, long seed, World world) {
-        this(globalBatchSize, shuffle, seed, world.getRank(), world.getSize());
+        this(globalBatchSize, shuffle, seed, world.getRank(), world.getSize(), world);
     }
 
     /**
@@ -58,6 +59,11 @@ public final class DistributedSampler implements Sampler {
      * @throws IllegalArgumentException when the numbers do not fit together
      */
     public DistributedSampler(int globalBatchSize, boolean shuffle, long seed, int rank, int size) {
+        this(globalBatchSize, shuffle, seed, rank, size, null);
+    }
+
+    private DistributedSampler(
+            int globalBatchSize, boolean shuffle, long seed, int rank, int size, World world) {
         if (size < 1 || rank < 0 || rank >= size) {
             throw new IllegalArgumentException(
                     "rank must be in [0, size) and size >= 1, got rank " + rank + " of " + size);
@@ -75,6 +81,7 @@ public final class DistributedSampler implements Sampler {
         this.seed = seed;
         this.rank = rank;
         this.size = size;
+        this.world = world;
     }
 
     /**
@@ -130,10 +137,37 @@ public final class DistributedSampler implements Sampler {
         this.epoch = epoch;
     }
 
+    /**
+     * Every rank must cut the same dataset into the same global batches, or they take different
+     * numbers of steps and the collectives stop pairing up: compared across the ranks (one
+     * collective an epoch) when the sampler has its world.
+     */
+    private void requireSameSizeOnEveryRank(long total) {
+        if (world == null || world.getSize() == 1) {
+            return;
+        }
+        long[] extremes = world.allReduceMax(new long[] {total, -total}, "the dataset's size");
+        if (extremes[0] != total || -extremes[1] != total) {
+            throw new IllegalArgumentException(
+                    "The ranks' datasets differ in size: "
+                            + total
+                            + " examples on rank "
+                            + rank
+                            + ", between "
+                            + -extremes[1]
+                            + " and "
+                            + extremes[0]
+                            + " across the ranks, so they would take different numbers of steps."
+                            + " Give every rank the same whole dataset: the DistributedSampler"
+                            + " gives each rank its share.");
+        }
+    }
+
     /** {@inheritDoc} */
     @Override
     public Iterator<List<Long>> sample(RandomAccessDataset dataset) {
         int total = Math.toIntExact(dataset.size());
+        requireSameSizeOnEveryRank(total);
         if (total < globalBatchSize) {
             throw new IllegalArgumentException(
                     "The dataset has "

@@ -204,7 +204,7 @@ class MpiJobTest {
      * error, a hang until the deadline or a NaN loss later.
      */
     @ParameterizedTest
-    @ValueSource(strings = {"width", "layer", "policy"})
+    @ValueSource(strings = {"width", "layer", "policy", "data"})
     void ranksThatDoNotMatchAreNamedAtTheStart(String difference) throws Exception {
         MpiLauncher.Outcome run =
                 MpiLauncher.run(
@@ -220,7 +220,10 @@ class MpiJobTest {
         String expected =
                 difference.equals("width")
                         ? "The ranks' parameter '01Linear_weight' differs in size"
-                        : "The ranks do not train the same setup: rank 1 differs from rank 0";
+                        : difference.equals("data")
+                                ? "The ranks' datasets differ in size"
+                                : "The ranks do not train the same setup: rank 1 differs from"
+                                        + " rank 0";
         assertTrue(run.output.contains(expected), run.output);
         assertFalse(
                 run.output.contains("waited 60 s"), "not ended by the deadline:\n" + run.output);

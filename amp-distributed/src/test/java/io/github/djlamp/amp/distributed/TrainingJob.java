@@ -220,7 +220,7 @@ public final class TrainingJob {
                         new ScalerState(8f, 1, 0, 40, 3).toString());
             }
             ArrayDataset dataset =
-                    dataset(data, steps * globalBatch)
+                    dataset(data, (mine && faultKind.equals("data") ? 2 : 1) * steps * globalBatch)
                             .setSampling(new DistributedSampler(globalBatch, true, 7, world))
                             .build();
             Loss loss = new FaultyLoss(Loss.softmaxCrossEntropyLoss(), step, injectAt);
