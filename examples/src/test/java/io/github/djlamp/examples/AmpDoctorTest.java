@@ -132,6 +132,38 @@ class AmpDoctorTest {
     }
 
     @Test
+    void suppliersThatRepeatAnObjectAreRefusedWithTheContract() throws Exception {
+        try (NDManager manager = NDManager.newBaseManager()) {
+            ai.djl.training.TrainingConfig shared = TinyDoctor.config();
+            IllegalArgumentException sameConfig =
+                    assertThrows(
+                            IllegalArgumentException.class,
+                            () ->
+                                    TinyDoctor.builder(manager, 1, "float32", "mixed_bfloat16")
+                                            .setTrainingConfig(() -> shared)
+                                            .build()
+                                            .run());
+            assertTrue(
+                    sameConfig
+                            .getMessage()
+                            .contains("returned the same configuration for a" + " second run"),
+                    sameConfig.getMessage());
+            ai.djl.nn.Block block = TinyDoctor.mlp();
+            IllegalArgumentException sameBlock =
+                    assertThrows(
+                            IllegalArgumentException.class,
+                            () ->
+                                    TinyDoctor.builder(manager, 1, "float32", "mixed_bfloat16")
+                                            .setModelFactory(() -> block)
+                                            .build()
+                                            .run());
+            assertTrue(
+                    sameBlock.getMessage().contains("returned the same block for a second run"),
+                    sameBlock.getMessage());
+        }
+    }
+
+    @Test
     void theBuilderSaysWhatIsMissingOrWrong() throws Exception {
         try (NDManager manager = NDManager.newBaseManager()) {
             IllegalArgumentException noModel =

@@ -18,6 +18,7 @@ import java.io.IOException;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HashSet;
+import java.util.IdentityHashMap;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Objects;
@@ -75,6 +76,8 @@ public final class AmpDoctor {
 
     private final Supplier<Block> modelFactory;
     private final Supplier<TrainingConfig> trainingConfig;
+    private final Set<Object> givenBlocks = Collections.newSetFromMap(new IdentityHashMap<>());
+    private final Set<Object> givenConfigs = Collections.newSetFromMap(new IdentityHashMap<>());
     private final Dataset trainSet;
     private final Dataset testSet;
     private final int epochs;
@@ -137,6 +140,8 @@ public final class AmpDoctor {
             }
         }
         List<RunResult> runs = new ArrayList<>();
+        givenBlocks.clear();
+        givenConfigs.clear();
         for (int i = 0; i < precisions.size(); i++) {
             String title = "Run " + (i + 1) + "/" + precisions.size();
             runs.add(new DoctorRun(this, precisions.get(i), title).run());
@@ -145,6 +150,51 @@ public final class AmpDoctor {
         }
         Device device = runs.get(0).getDevice();
         return new DoctorReport(runs, device, capabilities(device), platform);
+    }
+
+    /**
+     * The model factory's block for one run, refused when the factory handed out the same block
+     * before: the first run's trainer closed its parameters' arrays.
+     */
+    Block newBlock() {
+        Block block = modelFactory.get();
+        if (block == null || !givenBlocks.add(block)) {
+            throw new IllegalArgumentException(
+                    "The model factory returned "
+                            + (block == null ? "null" : "the same block for a second run")
+                            + ": AmpDoctor trains one new model per run, and the first run's"
+                            + " trainer freed its parameters. Build a new block in each call,"
+                            + " e.g. setModelFactory(() -> ResNetV1.builder()...build()).");
+        }
+        return block;
+    }
+
+    /**
+     * The configuration supplier's configuration for one run, refused when it handed out the same
+     * configuration or optimizer before: that optimizer would carry the first run's state (Adam's
+     * moments, its update count) into the next, and the runs would not compare.
+     */
+    TrainingConfig newTrainingConfig() {
+        TrainingConfig config = trainingConfig.get();
+        if (config == null) {
+            throw new IllegalArgumentException(
+                    "The training configuration supplier returned null: return a new"
+                            + " DefaultTrainingConfig from each call");
+        }
+        boolean newConfig = givenConfigs.add(config);
+        boolean newOptimizer =
+                config.getOptimizer() == null || givenConfigs.add(config.getOptimizer());
+        if (!newConfig || !newOptimizer) {
+            throw new IllegalArgumentException(
+                    "The training configuration supplier returned the same "
+                            + (newConfig ? "optimizer" : "configuration")
+                            + " for a second run: its optimizer would carry the first run's state"
+                            + " (Adam's moments, the update count) into the next, and the runs"
+                            + " would not compare. Build a new configuration with a new optimizer"
+                            + " in each call, e.g. setTrainingConfig(() -> new"
+                            + " DefaultTrainingConfig(loss).optOptimizer(Optimizer.adam().build())).");
+        }
+        return config;
     }
 
     Supplier<Block> getModelFactory() {

@@ -52,8 +52,8 @@ final class DoctorRun {
                         ? Engine.getInstance()
                         : Engine.getEngine(doctor.getEngineName());
         engine.setRandomSeed(doctor.getSeed());
-        Block block = doctor.getModelFactory().get();
-        TrainingConfig userConfig = doctor.getTrainingConfig().get();
+        Block block = doctor.newBlock();
+        TrainingConfig userConfig = doctor.newTrainingConfig();
         StepLossRecorder recorder = new StepLossRecorder(userConfig.getLossFunction());
         TrainingConfig recording = new RecordingTrainingConfig(userConfig, recorder);
 
