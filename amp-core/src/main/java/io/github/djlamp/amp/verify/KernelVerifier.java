@@ -166,7 +166,7 @@ public final class KernelVerifier {
                 now = "it runs unverified";
         }
         logger.warn(
-                "djl-amp: the {} kernel of '{}' ({}, input {}, {}) is wrong: {}; {}. Check the"
+                "djl-amp: the {} kernel of '{}' ({}, input {}, {}) {}: {}; {}. Check the"
                         + " platform and its cure with 'mvn -B -q -pl amp-doctor -am compile"
                         + " exec:java@platform-check' (PlatformCheck.run() from Java).",
                 verdict.getPrecision().canonicalName(),
@@ -174,6 +174,9 @@ public final class KernelVerifier {
                 verdict.getOperation(),
                 verdict.getInputShape(),
                 verdict.getDevice(),
+                verdict.getOutcome() == KernelVerdict.Outcome.NOT_CHECKED
+                        ? "could not be checked"
+                        : "is wrong",
                 String.join("; ", verdict.getFindings()),
                 now);
     }
