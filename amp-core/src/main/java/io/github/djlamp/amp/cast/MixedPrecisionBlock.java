@@ -449,6 +449,22 @@ public final class MixedPrecisionBlock implements Block {
                             + " on your own block, or override it as low under mixed_float16). {}",
                     concrete.getComputePrecision().canonicalName(),
                     summary);
+            return;
+        }
+        List<String> islands = summary.getFp32Islands();
+        if (!islands.isEmpty()) {
+            logger.warn(
+                    "djl-amp: {} unit{} of unknown content run{} in fp32 between 16-bit layers,"
+                            + " with a cast on each side: {}. A lambda djl-amp cannot look into"
+                            + " may call softmax, so it is kept in fp32, and in a conv net that can"
+                            + " cost half the speed. Write activations as DJL's named blocks:"
+                            + " add(Activation.reluBlock()) instead of add(Activation::relu), or"
+                            + " new LambdaBlock(Activation::relu, \"ReLU\"). {}",
+                    islands.size(),
+                    islands.size() == 1 ? "" : "s",
+                    islands.size() == 1 ? "s" : "",
+                    islands,
+                    summary);
         } else if (logger.isDebugEnabled()) {
             logger.debug("djl-amp: {}", summary);
         }

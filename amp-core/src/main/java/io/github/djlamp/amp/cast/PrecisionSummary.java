@@ -148,6 +148,48 @@ public final class PrecisionSummary {
     }
 
     /**
+     * Returns the fp32 islands: units with no parameters (lambdas, joins) that run in fp32 between
+     * two units computing in 16 bits, in tree order. Each costs a cast on each side and breaks the
+     * 16-bit chain: in a conv net they can cost half the speed while nearly every parameter
+     * computes in 16 bits, which {@link #getLowShare()} does not show.
+     *
+     * @return the islands' paths
+     */
+    public List<String> getFp32Islands() {
+        List<String> islands = new ArrayList<>();
+        for (int i = 1; i + 1 < rows.size(); i++) {
+            Row row = rows.get(i);
+            if (row.category != CastCategory.FP32 || row.parameters != 0) {
+                continue;
+            }
+            if (lowBefore(i) && lowAfter(i)) {
+                islands.add(row.path.isEmpty() ? "(root)" : row.path);
+            }
+        }
+        return islands;
+    }
+
+    /** Whether the nearest unit before {@code i} that is not passed through computes in 16 bits. */
+    private boolean lowBefore(int i) {
+        for (int j = i - 1; j >= 0; j--) {
+            if (rows.get(j).category != CastCategory.PASS_THROUGH) {
+                return rows.get(j).category == CastCategory.LOW;
+            }
+        }
+        return false;
+    }
+
+    /** Whether the nearest unit after {@code i} that is not passed through computes in 16 bits. */
+    private boolean lowAfter(int i) {
+        for (int j = i + 1; j < rows.size(); j++) {
+            if (rows.get(j).category != CastCategory.PASS_THROUGH) {
+                return rows.get(j).category == CastCategory.LOW;
+            }
+        }
+        return false;
+    }
+
+    /**
      * Returns how many units compute in fp32 (joins of unknown content included).
      *
      * @return the count of FP32 rows

@@ -6,10 +6,14 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import ai.djl.basicmodelzoo.cv.classification.GoogLeNet;
 import ai.djl.basicmodelzoo.cv.classification.SqueezeNet;
 import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Block;
+import ai.djl.nn.Blocks;
 import ai.djl.nn.ParallelBlock;
 import ai.djl.nn.SequentialBlock;
+import ai.djl.nn.convolutional.Conv2d;
 import ai.djl.nn.core.Linear;
+import ai.djl.nn.pooling.Pool;
 import io.github.djlamp.amp.policy.CastCategory;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
 import java.util.List;
@@ -41,5 +45,33 @@ class PrecisionSummaryTest {
         assertTrue(join.getReason().contains("unknown content"), join.getReason());
         assertTrue(bf16.toString().contains("01ParallelBlock (join)"), bf16.toString());
         assertEquals(0, PrecisionSummary.of(model, PrecisionPolicy.mixedFloat16()).getFp32Units());
+    }
+
+    @Test
+    void activationLambdasOfAUsersClassAreFp32IslandsBetween16BitLayers() {
+        // as d2l-java writes its networks: the activations are method references in its own class
+        Block d2lStyle =
+                new SequentialBlock()
+                        .add(Conv2d.builder().setFilters(6).setKernelShape(new Shape(5, 5)).build())
+                        .add(ai.djl.nn.Activation::sigmoid)
+                        .add(Pool.maxPool2dBlock(new Shape(2, 2), new Shape(2, 2)))
+                        .add(
+                                Conv2d.builder()
+                                        .setFilters(16)
+                                        .setKernelShape(new Shape(5, 5))
+                                        .build())
+                        .add(ai.djl.nn.Activation::sigmoid)
+                        .add(Blocks.batchFlattenBlock())
+                        .add(Linear.builder().setUnits(10).build());
+        PrecisionSummary summary = PrecisionSummary.of(d2lStyle, PrecisionPolicy.mixedBfloat16());
+        assertEquals(List.of("02LambdaBlock", "05LambdaBlock"), summary.getFp32Islands());
+        Block named =
+                new SequentialBlock()
+                        .add(Conv2d.builder().setFilters(6).setKernelShape(new Shape(5, 5)).build())
+                        .add(ai.djl.nn.Activation.sigmoidBlock())
+                        .add(Linear.builder().setUnits(10).build());
+        assertEquals(
+                List.of(),
+                PrecisionSummary.of(named, PrecisionPolicy.mixedBfloat16()).getFp32Islands());
     }
 }
