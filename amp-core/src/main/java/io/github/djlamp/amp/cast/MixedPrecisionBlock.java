@@ -446,8 +446,10 @@ public final class MixedPrecisionBlock implements Block {
             logger.warn(
                     "djl-amp: little of this model computes in {}; blocks djl-amp cannot look into"
                             + " run in fp32 (implement io.github.djlamp.amp.policy.LowPrecisionSafe"
-                            + " on your own block, or override it as low under mixed_float16). {}",
+                            + " on your own block, or vouch for its class in one line:"
+                            + " Amp.wrap(block, \"{}[class:com.example.MyBlock=trusted]\")). {}",
                     concrete.getComputePrecision().canonicalName(),
+                    concrete.getName(),
                     summary);
             return;
         }

@@ -101,7 +101,7 @@ final class ShadowTree {
         if (policy.getComputePrecision() != Precision.BF16 || category == CastCategory.FP32) {
             return;
         }
-        String hazard = DefaultCastRules.bf16HazardIn(block, path);
+        String hazard = DefaultCastRules.bf16HazardIn(block, path, policy::trusts);
         if (hazard == null) {
             return;
         }
@@ -119,7 +119,10 @@ final class ShadowTree {
                         + ": if it calls softmax or logSoftmax on a bf16 array, DJL 0.35.1's"
                         + " PyTorch engine terminates the JVM. Remove the override, or use"
                         + " mixed_float16, where this block may run in 16 bits, or, for your own"
-                        + " block, implement io.github.djlamp.amp.policy.LowPrecisionSafe.");
+                        + " block, implement io.github.djlamp.amp.policy.LowPrecisionSafe (for a"
+                        + " class you cannot change, vouch for it in the policy: class:"
+                        + block.getClass().getName()
+                        + "=trusted).");
     }
 
     @SuppressWarnings("unchecked")

@@ -9,7 +9,8 @@ import java.util.Locale;
  * <p>A {@link PrecisionPolicy} assigns a category to every block (see {@link
  * PrecisionPolicy#categoryOf(ai.djl.nn.Block, String)}). The three leaf categories can be set by
  * overrides and are written {@code low}, {@code fp32} and {@code pass_through} in policy strings
- * and config maps; {@link #CONTAINER} is assigned by djl-amp only.
+ * and config maps, and {@code trusted} (LOW on the user's word); {@link #CONTAINER} is assigned by
+ * djl-amp only.
  */
 public enum CastCategory {
     /**
@@ -37,6 +38,16 @@ public enum CastCategory {
      * dropout and reshapes such as flatten.
      */
     PASS_THROUGH("pass_through"),
+
+    /**
+     * {@link #LOW}, on the user's word that the block is safe on bf16 arrays, as {@link
+     * LowPrecisionSafe} says it for a class its author can change: for a class of someone else's
+     * (d2l-java's {@code Residual}), one override at the {@code Amp.wrap} call, {@code
+     * mixed_bfloat16[class:com.example.Residual=trusted]}. The blocks inside it are still checked
+     * as a {@code LowPrecisionSafe} block's are. Resolves to {@link #LOW} in {@link
+     * PrecisionPolicy#categoryOf}.
+     */
+    TRUSTED("trusted"),
 
     /**
      * A block djl-amp does not run as a unit but descends into, resolving each child on its own:
@@ -82,6 +93,7 @@ public enum CastCategory {
     public Precision inputPrecision(Precision computePrecision) {
         switch (this) {
             case LOW:
+            case TRUSTED:
                 return computePrecision;
             case FP32:
                 return Precision.FP32;

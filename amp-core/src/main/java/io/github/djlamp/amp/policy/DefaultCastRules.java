@@ -169,9 +169,25 @@ public final class DefaultCastRules {
      *     unknown content..."}, or null
      */
     public static String bf16HazardIn(Block block, String path) {
+        return bf16HazardIn(block, path, (b, p) -> false);
+    }
+
+    /**
+     * Returns what makes running {@code block} as one bf16 unit unsafe, as {@link
+     * #bf16HazardIn(Block, String)} does, with the blocks the user vouches for counted as {@link
+     * LowPrecisionSafe} ones.
+     *
+     * @param block the block a policy would run in bf16 as one unit
+     * @param path its path, for the message
+     * @param trusted which blocks (by block and path) the user vouches for
+     * @return a description of the first hazard found, or null when there is none
+     */
+    public static String bf16HazardIn(
+            Block block, String path, java.util.function.BiPredicate<Block, String> trusted) {
         boolean container = isPlainContainer(block);
         if (!container
                 && !(block instanceof LowPrecisionSafe)
+                && !trusted.test(block, path)
                 && categoryOf(block) == CastCategory.FP32) {
             return describe(block, path, reasonFor(block));
         }
@@ -179,7 +195,8 @@ public final class DefaultCastRules {
             return describe(block, path, "its join function is code of unknown content");
         }
         for (ai.djl.util.Pair<String, Block> child : block.getChildren()) {
-            String hazard = bf16HazardIn(child.getValue(), BlockPaths.child(path, child.getKey()));
+            String hazard =
+                    bf16HazardIn(child.getValue(), BlockPaths.child(path, child.getKey()), trusted);
             if (hazard != null) {
                 return hazard;
             }

@@ -273,16 +273,37 @@ public final class PrecisionPolicy {
      * @return the block's category
      */
     public CastCategory categoryOf(Block block, String path) {
-        Objects.requireNonNull(block, "block");
-        CastCategory category = path == null ? null : pathOverrides.get(path);
-        for (Class<?> c = block.getClass(); category == null && c != null; c = c.getSuperclass()) {
-            category = classOverrides.get(c);
+        CastCategory category = overrideOf(block, path);
+        if (category == CastCategory.TRUSTED) {
+            category = CastCategory.LOW;
         }
         if (category == null) {
             category = DefaultCastRules.categoryOf(block);
         }
         if (category == CastCategory.LOW && preset.computePrecision() == Precision.FP32) {
             return CastCategory.FP32;
+        }
+        return category;
+    }
+
+    /**
+     * Returns whether the user vouches for a block running in 16 bits: an override gives it {@link
+     * CastCategory#TRUSTED}.
+     *
+     * @param block the block
+     * @param path its path, or null when unknown
+     * @return true when the override that applies to it is TRUSTED
+     */
+    public boolean trusts(Block block, String path) {
+        return overrideOf(block, path) == CastCategory.TRUSTED;
+    }
+
+    /** The path override, else the most specific class override, else null. */
+    private CastCategory overrideOf(Block block, String path) {
+        Objects.requireNonNull(block, "block");
+        CastCategory category = path == null ? null : pathOverrides.get(path);
+        for (Class<?> c = block.getClass(); category == null && c != null; c = c.getSuperclass()) {
+            category = classOverrides.get(c);
         }
         return category;
     }
@@ -388,6 +409,22 @@ public final class PrecisionPolicy {
                                 + (blockClass.isInterface() ? ", not an interface" : ""));
             }
             classOverrides.put(blockClass, category);
+            return this;
+        }
+
+        /**
+         * Runs blocks of these classes (and their subclasses) in 16 bits on the user's word that
+         * their code is safe on bf16 arrays ({@link CastCategory#TRUSTED}): what {@link
+         * LowPrecisionSafe} says for a class its author can change, for classes of someone else's.
+         *
+         * @param blockClasses block classes
+         * @return this builder
+         */
+        @SafeVarargs
+        public final Builder trust(Class<? extends Block>... blockClasses) {
+            for (Class<? extends Block> blockClass : blockClasses) {
+                overrideClass(blockClass, CastCategory.TRUSTED);
+            }
             return this;
         }
 

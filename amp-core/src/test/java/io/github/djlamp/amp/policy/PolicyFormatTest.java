@@ -250,4 +250,18 @@ class PolicyFormatTest {
         PrecisionPolicy policy = PrecisionPolicy.fromProperties(properties);
         assertEquals("mixed_float16[path:a=fp32]", policy.toString());
     }
+
+    @Test
+    void aTrustedClassReadsBackFromItsStringAndResolvesToLow() {
+        PrecisionPolicy built =
+                PrecisionPolicy.builder(PrecisionPolicy.mixedBfloat16())
+                        .trust(ai.djl.nn.core.Linear.class)
+                        .build();
+        assertEquals("mixed_bfloat16[class:ai.djl.nn.core.Linear=trusted]", built.toString());
+        assertEquals(built, PrecisionPolicy.parse(built.toString()));
+        assertEquals(built, PrecisionPolicy.fromMap(built.toMap()));
+        ai.djl.nn.Block linear = ai.djl.nn.core.Linear.builder().setUnits(2).build();
+        assertEquals(CastCategory.LOW, built.categoryOf(linear, "01Linear"));
+        assertTrue(built.trusts(linear, "01Linear"));
+    }
 }

@@ -24,7 +24,8 @@ import io.github.djlamp.amp.policy.LowPrecisionSafe;
  * both outputs' sums, the share of parameters in 16 bits and "OK" last; djl-amp's warnings reach
  * the output through slf4j-simple.
  *
- * <p>Arguments: {@code opaque} or {@code marked} (implements {@link LowPrecisionSafe}), a policy.
+ * <p>Arguments: {@code opaque}, {@code marked} (implements {@link LowPrecisionSafe}) or {@code
+ * trusted} (the opaque class vouched for in the policy), a policy.
  */
 public final class CustomBlockScenario {
 
@@ -39,9 +40,14 @@ public final class CustomBlockScenario {
      */
     public static void main(String[] args) {
         boolean marked = "marked".equals(args[0]);
+        // a class the user cannot change, vouched for in one line at the Amp.wrap call
+        String policy =
+                "trusted".equals(args[0])
+                        ? args[1] + "[class:" + GatedUnit.class.getName() + "=trusted]"
+                        : args[1];
         try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
             float plain = run(marked ? new MarkedGatedUnit() : new GatedUnit(), null, manager);
-            float amp = run(marked ? new MarkedGatedUnit() : new GatedUnit(), args[1], manager);
+            float amp = run(marked ? new MarkedGatedUnit() : new GatedUnit(), policy, manager);
             System.out.println("plain " + plain);
             System.out.println("amp " + amp);
         }

@@ -54,4 +54,18 @@ class CustomBlockTest {
         assertEquals("1.0", value(out, "lowShare"));
         assertFalse(out.contains("little of this model"), out);
     }
+
+    @Test
+    void aClassTheUserCannotChangeIsVouchedForInOneLine() throws Exception {
+        String out =
+                ForkedJvm.runOk(
+                        java.util.List.of("-Xmx1g"),
+                        CustomBlockScenario.class,
+                        "trusted",
+                        "mixed_bfloat16");
+        System.out.println(out);
+        assertNotEquals(value(out, "plain"), value(out, "amp"), "computed in bf16");
+        assertEquals("1.0", value(out, "lowShare"));
+        assertFalse(out.contains("little of this model"), out);
+    }
 }
