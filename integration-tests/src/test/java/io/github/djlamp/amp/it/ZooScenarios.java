@@ -100,29 +100,7 @@ public final class ZooScenarios {
                 System.out.println(
                         name + " under " + concrete + ": " + categories(wrapped, concrete));
                 float before = checksum(wrapped);
-                for (int step = 0; step < steps; step++) {
-                    NDList x = scenario.inputs.apply(data);
-                    NDArray y =
-                            data.randomInteger(
-                                            0,
-                                            scenario.classes,
-                                            new Shape(scenario.inputShapes[0].get(0)),
-                                            DataType.INT32)
-                                    .toType(DataType.FLOAT32, false);
-                    Batch batch =
-                            new Batch(
-                                    data.newSubManager(),
-                                    x,
-                                    new NDList(y),
-                                    (int) y.size(),
-                                    Batchifier.STACK,
-                                    Batchifier.STACK,
-                                    step,
-                                    steps);
-                    EasyTrain.trainBatch(trainer, batch);
-                    trainer.step();
-                    batch.close();
-                }
+                trainSteps(trainer, scenario, data, steps);
                 LossScaler scaler = AmpSession.of(trainer).getScaler();
                 float after = checksum(wrapped);
                 System.out.printf(
@@ -168,33 +146,38 @@ public final class ZooScenarios {
                                             .build());
             try (Trainer trainer = model.newTrainer(config)) {
                 trainer.initialize(scenario.inputShapes);
-                for (int step = 0; step < steps; step++) {
-                    NDList x = scenario.inputs.apply(data);
-                    NDArray y =
-                            data.randomInteger(
-                                            0,
-                                            scenario.classes,
-                                            new Shape(scenario.inputShapes[0].get(0)),
-                                            DataType.INT32)
-                                    .toType(DataType.FLOAT32, false);
-                    Batch batch =
-                            new Batch(
-                                    data.newSubManager(),
-                                    x,
-                                    new NDList(y),
-                                    (int) y.size(),
-                                    Batchifier.STACK,
-                                    Batchifier.STACK,
-                                    step,
-                                    steps);
-                    EasyTrain.trainBatch(trainer, batch);
-                    trainer.step();
-                    batch.close();
-                }
+                trainSteps(trainer, scenario, data, steps);
                 NDArray out = trainer.evaluate(scenario.inputs.apply(data)).head();
                 require(Float.isFinite(out.abs().sum().getFloat()), "finite inference output");
                 System.out.println(name + ": " + steps + " plain DJL fp32 steps and inference");
             }
+        }
+    }
+
+    /** Random batches of the scenario's shapes, each one EasyTrain step. */
+    private static void trainSteps(Trainer trainer, Scenario scenario, NDManager data, int steps) {
+        for (int step = 0; step < steps; step++) {
+            NDList x = scenario.inputs.apply(data);
+            NDArray y =
+                    data.randomInteger(
+                                    0,
+                                    scenario.classes,
+                                    new Shape(scenario.inputShapes[0].get(0)),
+                                    DataType.INT32)
+                            .toType(DataType.FLOAT32, false);
+            Batch batch =
+                    new Batch(
+                            data.newSubManager(),
+                            x,
+                            new NDList(y),
+                            (int) y.size(),
+                            Batchifier.STACK,
+                            Batchifier.STACK,
+                            step,
+                            steps);
+            EasyTrain.trainBatch(trainer, batch);
+            trainer.step();
+            batch.close();
         }
     }
 
