@@ -168,9 +168,12 @@ public final class KernelVerdict {
         if (!runsLowPrecision()) {
             return "fp32 (fallback)";
         }
-        String name = layout == MemoryLayout.CHANNELS_LAST ? "channels-last" : "contiguous";
+        // only images have a memory layout to choose
+        String name =
+                inputShape.dimension() != 4
+                        ? ""
+                        : layout == MemoryLayout.CHANNELS_LAST ? ", channels-last" : ", contiguous";
         return precision.shortName()
-                + ", "
                 + name
                 + (outcome == Outcome.VERIFIED ? "" : " (" + outcome + ")");
     }
