@@ -9,6 +9,7 @@ import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Block;
 import ai.djl.nn.convolutional.Conv2d;
+import ai.djl.nn.core.Linear;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.AmpBackends;
@@ -31,6 +32,42 @@ class KernelVerifierTest {
     @BeforeEach
     void forgetVerdicts() {
         KernelVerdicts.forgetAll();
+    }
+
+    /**
+     * Layers built without a bias (ResNetV1's 3x3 and strided 1x1 convolutions) are checked like
+     * any other: the check's own parameter store answers a bias that does not exist with null, as
+     * DJL's does. Before, the check died on it and such layers ran unverified as NOT_CHECKED.
+     */
+    @Test
+    void layersWithoutBiasAreChecked() {
+        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+            AmpBackend backend = AmpBackends.forManager(manager);
+            Object[][] layers = {
+                {
+                    Conv2d.builder()
+                            .setFilters(16)
+                            .setKernelShape(new Shape(3, 3))
+                            .optPadding(new Shape(1, 1))
+                            .optBias(false)
+                            .build(),
+                    new Shape(2, 8, 8, 8)
+                },
+                {Linear.builder().setUnits(16).optBias(false).build(), new Shape(4, 32)},
+            };
+            for (Object[] layer : layers) {
+                KernelVerdict verdict =
+                        Layers.check(
+                                backend,
+                                (Block) layer[0],
+                                (Shape) layer[1],
+                                Precision.BF16,
+                                BOTH,
+                                manager);
+                assertEquals(
+                        KernelVerdict.Outcome.VERIFIED, verdict.getOutcome(), verdict.toString());
+            }
+        }
     }
 
     @Test

@@ -32,6 +32,36 @@ final class Models {
                 .add(Linear.builder().setUnits(10).build());
     }
 
+    /**
+     * A LeNet-like CNN for 1x28x28 images: Conv2d 8 5x5 padding 2 (the stem oneDNN's bf16 kernels
+     * computed wrong on some machines), ReLU, max-pool 2x2, Conv2d 16 5x5, ReLU, max-pool 2x2,
+     * flatten, Linear 120, ReLU, Linear 84, ReLU, Linear 10. No BatchNorm: the weights alone decide
+     * what the network computes, so a model that learned a wrong kernel shows it in plain DJL.
+     */
+    static SequentialBlock leNet() {
+        return new SequentialBlock()
+                .add(conv5x5(8, 2))
+                .add(Activation.reluBlock())
+                .add(Pool.maxPool2dBlock(new Shape(2, 2), new Shape(2, 2)))
+                .add(conv5x5(16, 0))
+                .add(Activation.reluBlock())
+                .add(Pool.maxPool2dBlock(new Shape(2, 2), new Shape(2, 2)))
+                .add(Blocks.batchFlattenBlock())
+                .add(Linear.builder().setUnits(120).build())
+                .add(Activation.reluBlock())
+                .add(Linear.builder().setUnits(84).build())
+                .add(Activation.reluBlock())
+                .add(Linear.builder().setUnits(10).build());
+    }
+
+    private static Conv2d conv5x5(int filters, int pad) {
+        return Conv2d.builder()
+                .setKernelShape(new Shape(5, 5))
+                .optPadding(new Shape(pad, pad))
+                .setFilters(filters)
+                .build();
+    }
+
     /** Flatten, then Linear layers of the given widths with ReLU between them. */
     static SequentialBlock mlp(int... units) {
         SequentialBlock block = new SequentialBlock().add(Blocks.batchFlattenBlock());

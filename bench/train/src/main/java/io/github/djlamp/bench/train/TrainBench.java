@@ -9,18 +9,23 @@ import picocli.CommandLine.Command;
  * <pre>
  * TrainBench throughput --network resnet18 --batch 64 --out t.json   # alternating variants, one JVM
  * TrainBench memory --network resnet18 --out m.json                  # one child JVM per measurement
+ * TrainBench verification --network resnet50 --batch 8 --out v.json  # kernel checks: first step
  * TrainBench report --dir bench-train/target/results --results bench/RESULTS.md ...
  * </pre>
  */
 @Command(
         name = "train-bench",
         mixinStandardHelpOptions = true,
-        description = "djl-amp training benchmarks: throughput, step memory, bookkeeping overhead.",
+        description =
+                "djl-amp training benchmarks: throughput, step memory, bookkeeping overhead,"
+                        + " kernel verification.",
         subcommands = {
             ThroughputCommand.class,
             MemoryCommand.class,
             MemoryProbeCommand.class,
             BookkeepingCommand.class,
+            VerificationCommand.class,
+            VerificationProbeCommand.class,
             ReportCommand.class
         })
 public final class TrainBench implements Runnable {
