@@ -11,10 +11,10 @@ import java.util.List;
 
 /**
  * What every rank must share before data-parallel training can mean anything: the same parameters
- * (names, and shapes once known), the same precision policy and the same loss scaling. Compared
- * once when the trainer is created (and each parameter's shape when it is initialized), so that a
- * mismatch is named on every rank instead of surfacing as a raw MPI error, a hang until the
- * deadline, or a NaN loss steps later.
+ * (names; each one's shape when rank 0's value is broadcast), the same precision policy and the
+ * same loss scaling. Compared once when the trainer is created, so that a mismatch is named on
+ * every rank instead of surfacing as a raw MPI error, a hang until the deadline, or a NaN loss
+ * steps later.
  */
 final class SameSetup {
 
@@ -88,14 +88,10 @@ final class SameSetup {
         List<String> lines = new ArrayList<>();
         lines.add("precision policy " + session.getPolicy());
         lines.add("loss scaling " + session.getScaler().getConfig());
+        // names only: a resume may have loaded the parameters on rank 0 alone, so their shapes
+        // are compared one by one as rank 0's values are broadcast
         for (Pair<String, Parameter> pair : block.getParameters()) {
-            Parameter parameter = pair.getValue();
-            lines.add(
-                    "parameter "
-                            + pair.getKey()
-                            + (parameter.isInitialized()
-                                    ? " " + parameter.getArray().getShape()
-                                    : ""));
+            lines.add("parameter " + pair.getKey());
         }
         return lines;
     }
