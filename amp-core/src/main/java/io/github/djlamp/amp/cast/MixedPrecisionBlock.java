@@ -406,8 +406,9 @@ public final class MixedPrecisionBlock implements Block {
     }
 
     /**
-     * Returns the kernel checks' verdicts for the layers of this model that have run so far, each
-     * with the paths of the layers (of any model in this process) that share its signature.
+     * Returns the kernel checks' verdicts for the layers of this model that have run so far, in the
+     * precision this wrapper computes in, each with the paths of the layers (of any model in this
+     * process) that share its signature.
      *
      * @return the verdicts whose paths include a layer of this model, in the order checked
      */
@@ -416,8 +417,15 @@ public final class MixedPrecisionBlock implements Block {
         for (Pair<String, Block> pair : allBlocks(original, "")) {
             paths.add(pair.getKey().isEmpty() ? "root" : pair.getKey());
         }
+        Set<Precision> precisions = new HashSet<>();
+        for (Resolved r : resolved.values()) {
+            precisions.add(r.policy.getComputePrecision());
+        }
         List<KernelVerdict> mine = new ArrayList<>();
         for (KernelVerdict verdict : KernelVerdicts.all()) {
+            if (!precisions.contains(verdict.getPrecision())) {
+                continue; // another model's, of the same layer names, in another precision
+            }
             for (String path : verdict.getPaths()) {
                 if (paths.contains(path)) {
                     mine.add(verdict);

@@ -166,6 +166,7 @@ public final class DoctorReport {
         rows.add(row("final training loss", r -> format("%.4f", lastLoss(r))));
         rows.add(row("loss scale", DoctorReport::scaleSummary));
         rows.add(row("skipped steps", r -> r.getSkippedCount() + " of " + r.getSteps()));
+        rows.add(row("16-bit kernel checks", RunResult::describeKernelChecks));
         rows.add(row("training time, s", r -> format("%.1f", r.getTrainSeconds())));
         StringBuilder sb = new StringBuilder();
         appendAligned(sb, rows);

@@ -12,6 +12,7 @@ import ai.djl.training.evaluator.Accuracy;
 import ai.djl.training.util.ProgressBar;
 import ai.djl.translate.TranslateException;
 import io.github.djlamp.amp.Amp;
+import io.github.djlamp.amp.cast.MixedPrecisionBlock;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
 import io.github.djlamp.amp.scale.LossScaler;
@@ -104,6 +105,10 @@ final class DoctorRun {
                     result.evalSeconds = (System.nanoTime() - evalStart) / 1e9;
                 }
                 result.stepMemoryBytes = measureStepMemory(trainer, probe);
+                if (!plain) {
+                    result.kernelVerdicts.addAll(
+                            ((MixedPrecisionBlock) model.getBlock()).getKernelVerdicts());
+                }
             }
         }
         return result.build();

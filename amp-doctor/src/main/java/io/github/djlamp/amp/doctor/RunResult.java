@@ -2,6 +2,7 @@ package io.github.djlamp.amp.doctor;
 
 import ai.djl.Device;
 import io.github.djlamp.amp.policy.Precision;
+import io.github.djlamp.amp.verify.KernelVerdict;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
@@ -19,6 +20,7 @@ public final class RunResult {
     private final Precision precision;
     private final boolean mixedPrecision;
     private final String lossScaling;
+    private final List<KernelVerdict> kernelVerdicts;
     private final int epochs;
     private final int warmupSteps;
     private final long imagesTrained;
@@ -40,6 +42,7 @@ public final class RunResult {
         this.precision = b.precision;
         this.mixedPrecision = b.mixedPrecision;
         this.lossScaling = b.lossScaling;
+        this.kernelVerdicts = Collections.unmodifiableList(new ArrayList<>(b.kernelVerdicts));
         this.epochs = b.epochs;
         this.warmupSteps = b.warmupSteps;
         this.imagesTrained = b.imagesTrained;
@@ -124,6 +127,40 @@ public final class RunResult {
      */
     public String getLossScaling() {
         return lossScaling;
+    }
+
+    /**
+     * Returns the kernel checks' verdicts for this run's model (empty for the plain fp32 run).
+     *
+     * @return the verdicts, in the order checked
+     */
+    public List<KernelVerdict> getKernelVerdicts() {
+        return kernelVerdicts;
+    }
+
+    /**
+     * Returns what the kernel checks found, in a few words.
+     *
+     * @return for example {@code 22 checked, all right}, {@code 5 checked, 1 fell back to fp32}, or
+     *     {@code -} for a run without 16-bit kernels
+     */
+    public String describeKernelChecks() {
+        if (kernelVerdicts.isEmpty()) {
+            return "-";
+        }
+        long fallback = kernelVerdicts.stream().filter(v -> !v.runsLowPrecision()).count();
+        long other =
+                kernelVerdicts.stream()
+                        .filter(v -> v.runsLowPrecision() && v.isDefectFound())
+                        .count();
+        if (fallback + other == 0) {
+            return kernelVerdicts.size() + " checked, all right";
+        }
+        return kernelVerdicts.size()
+                + " checked, "
+                + (fallback > 0 ? fallback + " fell back to fp32" : "")
+                + (fallback > 0 && other > 0 ? ", " : "")
+                + (other > 0 ? other + " other layout or unsound" : "");
     }
 
     /**
@@ -363,6 +400,7 @@ public final class RunResult {
         final List<Float> lossScales = new ArrayList<>();
         final List<Integer> skippedSteps = new ArrayList<>();
         final List<Double> stepMillis = new ArrayList<>();
+        final List<KernelVerdict> kernelVerdicts = new ArrayList<>();
 
         RunResult build() {
             return new RunResult(this);
