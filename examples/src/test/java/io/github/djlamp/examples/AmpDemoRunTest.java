@@ -41,8 +41,12 @@ class AmpDemoRunTest {
         assertTrue(printed.contains("(auto)"), printed);
         assertTrue(printed.contains("images/s"), printed);
         assertTrue(printed.contains("speedup"), printed);
-        // the platform check ran before the training; on this sound machine, one line in the table
-        assertTrue(printed.contains("\nPlatform check: sound. All "), printed);
+        // the platform check ran before the training: one line in the table when sound, the
+        // advice with the cure before the training when not
+        assertTrue(
+                printed.contains("\nPlatform check: sound. All ")
+                        || printed.contains("ONEDNN_MAX_CPU_ISA"),
+                printed);
         assertTrue(printed.contains("Output folder: " + out.toAbsolutePath()), printed);
 
         for (String name :
