@@ -162,26 +162,19 @@ public final class PrecisionSummary {
             if (row.category != CastCategory.FP32 || row.parameters != 0) {
                 continue;
             }
-            if (lowBefore(i) && lowAfter(i)) {
+            if (lowNeighbour(i, -1) && lowNeighbour(i, +1)) {
                 islands.add(row.path.isEmpty() ? "(root)" : row.path);
             }
         }
         return islands;
     }
 
-    /** Whether the nearest unit before {@code i} that is not passed through computes in 16 bits. */
-    private boolean lowBefore(int i) {
-        for (int j = i - 1; j >= 0; j--) {
-            if (rows.get(j).category != CastCategory.PASS_THROUGH) {
-                return rows.get(j).category == CastCategory.LOW;
-            }
-        }
-        return false;
-    }
-
-    /** Whether the nearest unit after {@code i} that is not passed through computes in 16 bits. */
-    private boolean lowAfter(int i) {
-        for (int j = i + 1; j < rows.size(); j++) {
+    /**
+     * Whether the nearest unit from {@code i} in direction {@code step} (-1 or +1) that is not
+     * passed through computes in 16 bits.
+     */
+    private boolean lowNeighbour(int i, int step) {
+        for (int j = i + step; j >= 0 && j < rows.size(); j += step) {
             if (rows.get(j).category != CastCategory.PASS_THROUGH) {
                 return rows.get(j).category == CastCategory.LOW;
             }

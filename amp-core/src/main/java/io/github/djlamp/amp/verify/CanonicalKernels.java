@@ -141,7 +141,7 @@ public final class CanonicalKernels {
                                 block,
                                 "(canonical) " + layer.name,
                                 input,
-                                new OwnArrays(scratch),
+                                new ParameterStore(scratch, false),
                                 false,
                                 precision,
                                 candidates));
@@ -170,18 +170,6 @@ public final class CanonicalKernels {
                 .setKernelShape(new Shape(kernel, kernel))
                 .optPadding(new Shape(pad, pad))
                 .build();
-    }
-
-    /** The parameters' own arrays, as an uninitialised trainer's store would not give them. */
-    private static final class OwnArrays extends ParameterStore {
-        OwnArrays(NDManager manager) {
-            super(manager, false);
-        }
-
-        @Override
-        public NDArray getValue(Parameter parameter, Device device, boolean training) {
-            return parameter == null ? null : parameter.getArray();
-        }
     }
 
     private static final class Layer {

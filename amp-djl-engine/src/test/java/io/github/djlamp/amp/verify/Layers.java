@@ -1,13 +1,11 @@
 package io.github.djlamp.amp.verify;
 
-import ai.djl.Device;
 import ai.djl.engine.Engine;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Block;
-import ai.djl.nn.Parameter;
 import ai.djl.training.ParameterStore;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.spi.AmpBackend;
@@ -35,21 +33,9 @@ final class Layers {
                         block,
                         "test/" + block.getClass().getSimpleName(),
                         input,
-                        new OwnArrays(manager),
+                        new ParameterStore(manager, false),
                         false,
                         precision,
                         candidates);
-    }
-
-    /** A store that hands out each parameter's own array. */
-    static final class OwnArrays extends ParameterStore {
-        OwnArrays(NDManager manager) {
-            super(manager, false);
-        }
-
-        @Override
-        public NDArray getValue(Parameter parameter, Device device, boolean training) {
-            return parameter == null ? null : parameter.getArray();
-        }
     }
 }

@@ -14,6 +14,7 @@ import ai.djl.nn.Block;
 import ai.djl.nn.Parameter;
 import ai.djl.nn.convolutional.Conv2d;
 import ai.djl.nn.core.Linear;
+import ai.djl.training.ParameterStore;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.AmpBackends;
@@ -84,7 +85,7 @@ class PlatformKernelsTest {
                                     conv,
                                     "stem",
                                     x,
-                                    new Layers.OwnArrays(manager),
+                                    new ParameterStore(manager, false),
                                     false,
                                     Precision.BF16,
                                     List.of(layout));
@@ -168,7 +169,7 @@ class PlatformKernelsTest {
                                     linear,
                                     "head",
                                     x,
-                                    new Layers.OwnArrays(manager),
+                                    new ParameterStore(manager, false),
                                     false,
                                     Precision.BF16,
                                     List.of(MemoryLayout.CHANNELS_LAST));

@@ -1,6 +1,5 @@
 package io.github.djlamp.amp.doctor;
 
-import ai.djl.Device;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
@@ -70,7 +69,7 @@ final class LowPrecisionCase extends KernelCase {
                                     block,
                                     "(platform check) " + id(),
                                     input,
-                                    new OwnArrays(scratch),
+                                    new ParameterStore(scratch, false),
                                     false,
                                     precision,
                                     List.of(layout));
@@ -90,17 +89,5 @@ final class LowPrecisionCase extends KernelCase {
 
     static String layoutName(MemoryLayout layout) {
         return layout == MemoryLayout.CHANNELS_LAST ? "channels-last" : "contiguous";
-    }
-
-    /** The parameters' own arrays: the block is initialized, not trained. */
-    private static final class OwnArrays extends ParameterStore {
-        OwnArrays(NDManager manager) {
-            super(manager, false);
-        }
-
-        @Override
-        public NDArray getValue(Parameter parameter, Device device, boolean training) {
-            return parameter == null ? null : parameter.getArray();
-        }
     }
 }
