@@ -6,10 +6,12 @@ import java.util.Objects;
 /**
  * Training options of mixed precision beyond the policy: the loss scaling, gradient accumulation
  * for {@code EasyTrain}, and whether optimizer steps are fused and skipped on the device.
+ *
+ * <p>Options are settled when they are built: the one setting a system property may decide ({@link
+ * FusedOptimizer#PROPERTY}, for {@link FusedOptimizer#AUTO}) is read then, once, and nothing reads
+ * a property while training.
  */
 public final class AmpOptions {
-
-    private static final AmpOptions DEFAULTS = builder().build();
 
     private final LossScaling lossScaling;
     private final int accumulationSteps;
@@ -26,17 +28,20 @@ public final class AmpOptions {
         lossScaling = builder.lossScaling;
         accumulationSteps = builder.accumulationSteps;
         hostSyncInterval = builder.hostSyncInterval;
-        fusedOptimizer = builder.fusedOptimizer;
+        fusedOptimizer = builder.fusedOptimizer.withPropertyApplied();
     }
 
     /**
      * Returns the defaults: the precision's own loss scaling, no accumulation, fused optimizer
-     * steps on a GPU ({@link FusedOptimizer#AUTO}).
+     * steps on a GPU ({@link FusedOptimizer#AUTO}, or what {@value FusedOptimizer#PROPERTY} says at
+     * this call).
      *
      * @return the default options
+     * @throws IllegalArgumentException when {@value FusedOptimizer#PROPERTY} is set to something
+     *     other than on, off, auto, true or false
      */
     public static AmpOptions defaults() {
-        return DEFAULTS;
+        return builder().build();
     }
 
     /**
@@ -78,7 +83,9 @@ public final class AmpOptions {
     }
 
     /**
-     * Returns whether optimizer steps are fused and skipped on the device.
+     * Returns whether optimizer steps are fused and skipped on the device: the builder's setting,
+     * where {@link FusedOptimizer#AUTO} became what {@value FusedOptimizer#PROPERTY} said when
+     * these options were built, if it was set.
      *
      * @return the setting, {@link FusedOptimizer#AUTO} by default
      */
@@ -169,9 +176,12 @@ public final class AmpOptions {
         }
 
         /**
-         * Builds the options.
+         * Builds the options, reading {@value FusedOptimizer#PROPERTY} when the fused optimizer
+         * setting is {@link FusedOptimizer#AUTO} (logged when it decides).
          *
          * @return the options
+         * @throws IllegalArgumentException when that property is set to something other than on,
+         *     off, auto, true or false
          */
         public AmpOptions build() {
             return new AmpOptions(this);

@@ -2,6 +2,8 @@ package io.github.djlamp.amp;
 
 import ai.djl.Device;
 import java.util.Locale;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * Whether the optimizer step runs as one fused launch over every parameter that skips an overflowed
@@ -21,7 +23,8 @@ public enum FusedOptimizer {
      * ms a step measured on an H100); DJL's own update on the CPU, where the read costs nothing and
      * every step's verdict is on the host. The system property {@value #PROPERTY} ({@code on},
      * {@code off}, {@code auto}; {@code true} and {@code false} also work) decides in its place
-     * when set.
+     * when set: it is read once, when {@link AmpOptions} are built (by {@code Amp.configure} for
+     * its default options), and the log says so.
      */
     AUTO,
 
@@ -34,32 +37,58 @@ public enum FusedOptimizer {
     /** The system property that decides for {@link #AUTO} when set. */
     public static final String PROPERTY = "djlamp.fusedOptimizer";
 
+    private static final Logger logger = LoggerFactory.getLogger(FusedOptimizer.class);
+
     /**
      * Returns whether steps should be fused for a trainer on {@code devices}, when the optimizer
-     * allows it.
+     * allows it. Reads no system property: {@link AmpOptions#getFusedOptimizer()} already holds
+     * what {@value #PROPERTY} decided for {@link #AUTO}.
      *
      * @param devices the trainer's devices
      * @return true to fuse
-     * @throws IllegalArgumentException when {@link #PROPERTY} holds something other than on, off,
-     *     auto, true or false
      */
     public boolean wantsFusedSteps(Device[] devices) {
-        FusedOptimizer mode = this == AUTO ? fromProperty() : this;
-        switch (mode) {
+        switch (this) {
             case ON:
                 return true;
             case OFF:
                 return false;
-            default:
+            case AUTO:
                 return devices.length == 1 && devices[0].isGpu();
+            default:
+                throw new AssertionError("unknown FusedOptimizer " + this);
         }
     }
 
-    private static FusedOptimizer fromProperty() {
+    /**
+     * Returns the setting that {@link AmpOptions} keep: an explicit ON or OFF as it is, AUTO as
+     * {@value #PROPERTY} says when that property is set, read here, once, and logged.
+     *
+     * @throws IllegalArgumentException when the property holds something other than on, off, auto,
+     *     true or false
+     */
+    FusedOptimizer withPropertyApplied() {
+        if (this != AUTO) {
+            return this;
+        }
         String value = System.getProperty(PROPERTY);
         if (value == null) {
             return AUTO;
         }
+        FusedOptimizer decided = parse(value);
+        logger.info(
+                "djl-amp: -D{}={} decides FusedOptimizer.AUTO: {}",
+                PROPERTY,
+                value,
+                decided == AUTO
+                        ? "AUTO (fused steps on one GPU, DJL's update elsewhere)"
+                        : decided == ON
+                                ? "ON (fused steps wherever the optimizer has a fused version)"
+                                : "OFF (DJL's own per-parameter update)");
+        return decided;
+    }
+
+    private static FusedOptimizer parse(String value) {
         switch (value.trim().toLowerCase(Locale.ROOT)) {
             case "on":
             case "true":

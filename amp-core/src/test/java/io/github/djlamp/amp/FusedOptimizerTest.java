@@ -52,25 +52,36 @@ class FusedOptimizerTest {
     @Test
     void thePropertyDecidesForAuto() {
         System.setProperty(FusedOptimizer.PROPERTY, "on");
-        assertTrue(FusedOptimizer.AUTO.wantsFusedSteps(CPU));
+        assertTrue(autoAsBuilt().wantsFusedSteps(CPU));
         System.setProperty(FusedOptimizer.PROPERTY, "TRUE");
-        assertTrue(FusedOptimizer.AUTO.wantsFusedSteps(CPU));
+        assertTrue(autoAsBuilt().wantsFusedSteps(CPU));
         System.setProperty(FusedOptimizer.PROPERTY, "false");
-        assertFalse(FusedOptimizer.AUTO.wantsFusedSteps(ONE_GPU));
+        assertFalse(autoAsBuilt().wantsFusedSteps(ONE_GPU));
         System.setProperty(FusedOptimizer.PROPERTY, " off ");
-        assertFalse(FusedOptimizer.AUTO.wantsFusedSteps(ONE_GPU));
+        assertFalse(autoAsBuilt().wantsFusedSteps(ONE_GPU));
         System.setProperty(FusedOptimizer.PROPERTY, "auto");
-        assertTrue(FusedOptimizer.AUTO.wantsFusedSteps(ONE_GPU));
-        assertFalse(FusedOptimizer.AUTO.wantsFusedSteps(CPU));
+        assertTrue(autoAsBuilt().wantsFusedSteps(ONE_GPU));
+        assertFalse(autoAsBuilt().wantsFusedSteps(CPU));
+    }
+
+    @Test
+    void thePropertyIsReadWhenTheOptionsAreBuiltNotWhenATrainerIsAttached() {
+        AmpOptions before = AmpOptions.defaults();
+        System.setProperty(FusedOptimizer.PROPERTY, "on");
+        assertEquals(FusedOptimizer.AUTO, before.getFusedOptimizer());
+        assertFalse(before.getFusedOptimizer().wantsFusedSteps(CPU), "AUTO alone reads nothing");
+        assertEquals(FusedOptimizer.ON, AmpOptions.defaults().getFusedOptimizer());
+        assertEquals(
+                FusedOptimizer.OFF,
+                AmpOptions.builder().fusedOptimizer(FusedOptimizer.OFF).build().getFusedOptimizer(),
+                "an explicit setting wins over the property");
     }
 
     @Test
     void aMistypedPropertyNamesTheSettingsThatWork() {
         System.setProperty(FusedOptimizer.PROPERTY, "yes");
         IllegalArgumentException e =
-                assertThrows(
-                        IllegalArgumentException.class,
-                        () -> FusedOptimizer.AUTO.wantsFusedSteps(CPU));
+                assertThrows(IllegalArgumentException.class, FusedOptimizerTest::autoAsBuilt);
         assertTrue(e.getMessage().contains("-Ddjlamp.fusedOptimizer=yes"), e.getMessage());
         assertTrue(e.getMessage().contains("on, off or auto"), e.getMessage());
     }
@@ -88,5 +99,10 @@ class FusedOptimizerTest {
                         NullPointerException.class,
                         () -> AmpOptions.builder().fusedOptimizer(null));
         assertTrue(e.getMessage().contains("FusedOptimizer.AUTO, ON or OFF"), e.getMessage());
+    }
+
+    /** AUTO as options built now keep it: the property, if set, decided. */
+    private static FusedOptimizer autoAsBuilt() {
+        return AmpOptions.builder().fusedOptimizer(FusedOptimizer.AUTO).build().getFusedOptimizer();
     }
 }

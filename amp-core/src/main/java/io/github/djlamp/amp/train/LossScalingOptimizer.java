@@ -26,8 +26,12 @@ public final class LossScalingOptimizer extends Optimizer {
 
     /**
      * The system property that decides for {@link io.github.djlamp.amp.FusedOptimizer#AUTO} ({@code
-     * -Ddjlamp.fusedOptimizer=on|off|auto}, read when a trainer is attached).
+     * -Ddjlamp.fusedOptimizer=on|off|auto}, read once when the options are built).
+     *
+     * @deprecated the same name as {@link io.github.djlamp.amp.FusedOptimizer#PROPERTY}, which
+     *     documents it: use that
      */
+    @Deprecated
     public static final String FUSED_PROPERTY = io.github.djlamp.amp.FusedOptimizer.PROPERTY;
 
     private final AmpSession session;

@@ -21,11 +21,11 @@ import ai.djl.training.tracker.Tracker;
 import ai.djl.util.Pair;
 import io.github.djlamp.amp.Amp;
 import io.github.djlamp.amp.AmpOptions;
+import io.github.djlamp.amp.FusedOptimizer;
 import io.github.djlamp.amp.scale.LossScaler;
 import io.github.djlamp.amp.scale.LossScaling;
 import io.github.djlamp.amp.scale.ScalerState;
 import io.github.djlamp.amp.train.AmpSession;
-import io.github.djlamp.amp.train.LossScalingOptimizer;
 import java.io.ByteArrayOutputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
@@ -199,7 +199,7 @@ public final class CheckpointJob {
 
     private static void write(Path file, Trainer trainer) throws IOException {
         LossScaler scaler = AmpSession.of(trainer).getScaler();
-        if (Boolean.getBoolean(LossScalingOptimizer.FUSED_PROPERTY) && !scaler.isStateOnDevice()) {
+        if (Boolean.getBoolean(FusedOptimizer.PROPERTY) && !scaler.isStateOnDevice()) {
             throw new IllegalStateException("fused steps asked for, not taken");
         }
         StringBuilder text = new StringBuilder();

@@ -6,7 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.github.djlamp.amp.train.LossScalingOptimizer;
+import io.github.djlamp.amp.FusedOptimizer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -136,7 +136,7 @@ class MpiJobTest {
         infOnOneRankSkipsTheStepOnAll(
                 List.of(
                         "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
-                        "-D" + LossScalingOptimizer.FUSED_PROPERTY + "=true"));
+                        "-D" + FusedOptimizer.PROPERTY + "=true"));
     }
 
     private void infOnOneRankSkipsTheStepOnAll(List<String> jvmArgs) throws Exception {
@@ -277,8 +277,7 @@ class MpiJobTest {
     @ValueSource(booleans = {false, true})
     void aRankKilledWhileSavingLeavesThePreviousCheckpointAndAResumeRestoresItOnEveryRank(
             boolean fused) throws Exception {
-        List<String> jvm =
-                fused ? List.of("-D" + LossScalingOptimizer.FUSED_PROPERTY + "=true") : List.of();
+        List<String> jvm = fused ? List.of("-D" + FusedOptimizer.PROPERTY + "=true") : List.of();
         MpiLauncher.Outcome straight =
                 MpiLauncher.run(
                         CheckpointJob.class,

@@ -27,11 +27,11 @@ import ai.djl.training.tracker.Tracker;
 import ai.djl.util.Pair;
 import io.github.djlamp.amp.Amp;
 import io.github.djlamp.amp.AmpOptions;
+import io.github.djlamp.amp.FusedOptimizer;
 import io.github.djlamp.amp.scale.LossScaler;
 import io.github.djlamp.amp.scale.LossScaling;
 import io.github.djlamp.amp.scale.ScalerState;
 import io.github.djlamp.amp.train.AmpSession;
-import io.github.djlamp.amp.train.LossScalingOptimizer;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -261,7 +261,7 @@ public final class TrainingJob {
                 trainer.initialize(new Shape(globalBatch / world.getSize(), FEATURES));
                 EasyTrain.fit(trainer, 1, dataset, null);
                 LossScaler scaler = AmpSession.of(trainer).getScaler();
-                if (Boolean.getBoolean(LossScalingOptimizer.FUSED_PROPERTY)
+                if (Boolean.getBoolean(FusedOptimizer.PROPERTY)
                         && scaler.getConfig().isEnabled()
                         && !scaler.isStateOnDevice()) {
                     throw new IllegalStateException("fused steps asked for, not taken");
