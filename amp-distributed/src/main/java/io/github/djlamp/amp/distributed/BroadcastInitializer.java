@@ -4,7 +4,10 @@ import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
+import ai.djl.nn.Block;
+import ai.djl.nn.Parameter;
 import ai.djl.training.initializer.Initializer;
+import ai.djl.util.Pair;
 
 /**
  * An initializer that makes every rank start from rank 0's value: it runs the parameter's own
@@ -33,6 +36,23 @@ final class BroadcastInitializer implements Initializer {
         NDArray array = inner.initialize(manager, shape, dataType);
         broadcast(array, world, name);
         return array;
+    }
+
+    /**
+     * Overwrites every initialized parameter of a block with rank 0's value, and wraps the
+     * initializer of each one not initialized yet so that it takes rank 0's value when it is.
+     */
+    static void broadcastParameters(Block block, World world) {
+        for (Pair<String, Parameter> pair : block.getParameters()) {
+            Parameter parameter = pair.getValue();
+            if (parameter.isInitialized()) {
+                broadcast(parameter.getArray(), world, pair.getKey());
+            } else if (parameter.getInitializer() != null
+                    && !(parameter.getInitializer() instanceof BroadcastInitializer)) {
+                parameter.setInitializer(
+                        new BroadcastInitializer(parameter.getInitializer(), world, pair.getKey()));
+            }
+        }
     }
 
     /** Overwrites an array on every rank with rank 0's value (a copy through the host). */

@@ -1,16 +1,15 @@
 package io.github.djlamp.amp.distributed;
 
 import ai.djl.nn.Block;
-import ai.djl.nn.Parameter;
 import ai.djl.training.Trainer;
 import ai.djl.training.TrainingConfig;
-import ai.djl.util.Pair;
 import io.github.djlamp.amp.AmpException;
 import io.github.djlamp.amp.train.AmpSession;
 import io.github.djlamp.amp.train.AmpTrainingConfig;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Objects;
 
 /**
  * Data-parallel mixed precision training: the one call that turns a djl-amp training configuration
@@ -24,12 +23,12 @@ import java.nio.file.Path;
  *
  * <p>What the trainer made from it does: every parameter (BatchNorm's running statistics included)
  * starts from rank 0's value, whatever each rank initialized or loaded; after each step's backward
- * the gradients are averaged across ranks in buckets ({@link BucketedAllReduce}) before djl-amp's
- * fused unscale-and-check, so every rank takes the same skip decision and keeps the same loss
- * scale; logging and checkpoint listeners run on rank 0 only, and DJL's {@code
- * SaveModelTrainingListener} is replaced there by an {@link AtomicSaveModelTrainingListener}, so a
- * job that dies mid-save keeps its previous checkpoint; at the end of each epoch the ranks check
- * that their trainable weights are still identical.
+ * the gradients are averaged across ranks (in buckets by {@link BucketedAllReduce}, or by the
+ * reducer {@link DataParallelOptions} names) before djl-amp's fused unscale-and-check, so every
+ * rank takes the same skip decision and keeps the same loss scale; logging and checkpoint listeners
+ * run on rank 0 only, and DJL's {@code SaveModelTrainingListener} is replaced there by an {@link
+ * AtomicSaveModelTrainingListener}, so a job that dies mid-save keeps its previous checkpoint; at
+ * the end of each epoch the ranks check that their trainable weights are still identical.
  *
  * <p>To resume, load the checkpoint ({@code model.load(directory, name)}: weights and djl-amp's
  * loss scaler state) before creating the trainer, on rank 0 or on every rank: the trainer gives
@@ -41,14 +40,15 @@ public final class DataParallel {
     private DataParallel() {}
 
     /**
-     * Makes a djl-amp training configuration data-parallel with 25 MiB buckets.
+     * Makes a djl-amp training configuration data-parallel with the default options: {@link
+     * BucketedAllReduce} in 25 MiB buckets, the world's collective deadline.
      *
      * @param ampConfig the configuration returned by {@code Amp.configure}
      * @param world the ranks
      * @return the configuration to create the trainer from
      */
     public static TrainingConfig configure(AmpTrainingConfig ampConfig, World world) {
-        return configure(ampConfig, world, BucketedAllReduce.DEFAULT_BUCKET_BYTES);
+        return configure(ampConfig, world, DataParallelOptions.defaults());
     }
 
     /**
@@ -58,11 +58,40 @@ public final class DataParallel {
      * @param world the ranks
      * @param bucketBytes the all-reduce bucket size; 0 for one all-reduce per parameter
      * @return the configuration to create the trainer from
+     * @throws IllegalArgumentException when {@code bucketBytes} is negative
      */
     public static TrainingConfig configure(
             AmpTrainingConfig ampConfig, World world, long bucketBytes) {
-        return new DataParallelTrainingConfig(
-                ampConfig, world, new BucketedAllReduce(world, bucketBytes));
+        return configure(
+                ampConfig, world, DataParallelOptions.builder().bucketBytes(bucketBytes).build());
+    }
+
+    /**
+     * Makes a djl-amp training configuration data-parallel with the options' gradient reducer and
+     * collective deadline (the deadline applies to the world's collectives from this call on).
+     *
+     * @param ampConfig the configuration returned by {@code Amp.configure}
+     * @param world the ranks
+     * @param options the gradient reducer and the collective deadline
+     * @return the configuration to create the trainer from
+     * @throws NullPointerException when an argument is null
+     */
+    public static TrainingConfig configure(
+            AmpTrainingConfig ampConfig, World world, DataParallelOptions options) {
+        Objects.requireNonNull(
+                ampConfig,
+                "DataParallel.configure needs the configuration Amp.configure returned, got null");
+        Objects.requireNonNull(
+                world, "DataParallel.configure needs the World that World.init() returned");
+        Objects.requireNonNull(
+                options,
+                "DataParallel.configure needs options: DataParallelOptions.defaults() for the"
+                        + " defaults");
+        if (options.getCollectiveTimeout() != null) {
+            world.setTimeout(
+                    options.getCollectiveTimeout(), "DataParallelOptions.collectiveTimeout");
+        }
+        return new DataParallelTrainingConfig(ampConfig, world, options.reducerFor(world));
     }
 
     /**
@@ -74,16 +103,7 @@ public final class DataParallel {
      * @param world the ranks
      */
     public static void broadcastParameters(Block block, World world) {
-        for (Pair<String, Parameter> pair : block.getParameters()) {
-            Parameter parameter = pair.getValue();
-            if (parameter.isInitialized()) {
-                BroadcastInitializer.broadcast(parameter.getArray(), world, pair.getKey());
-            } else if (parameter.getInitializer() != null
-                    && !(parameter.getInitializer() instanceof BroadcastInitializer)) {
-                parameter.setInitializer(
-                        new BroadcastInitializer(parameter.getInitializer(), world, pair.getKey()));
-            }
-        }
+        BroadcastInitializer.broadcastParameters(block, world);
     }
 
     /**

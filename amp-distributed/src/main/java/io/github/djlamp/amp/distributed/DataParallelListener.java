@@ -11,6 +11,7 @@ import io.github.djlamp.amp.scale.LossScaler;
 import io.github.djlamp.amp.scale.ScalerState;
 import io.github.djlamp.amp.train.AmpSession;
 import io.github.djlamp.amp.train.AmpTrainingListener;
+import io.github.djlamp.amp.train.GradientReducer;
 import java.util.List;
 
 /**
@@ -21,13 +22,13 @@ import java.util.List;
 final class DataParallelListener extends TrainingListenerAdapter {
 
     private final World world;
-    private final BucketedAllReduce reducer;
+    private final GradientReducer reducer;
     private final List<Evaluator> evaluators;
     private final List<RankMeans> means;
 
     DataParallelListener(
             World world,
-            BucketedAllReduce reducer,
+            GradientReducer reducer,
             List<Evaluator> evaluators,
             List<RankMeans> means) {
         this.world = world;
@@ -57,7 +58,7 @@ final class DataParallelListener extends TrainingListenerAdapter {
         scaler.restore(ScalerState.parse(state));
         // called from the Trainer's constructor: parameters not initialized yet take rank 0's
         // value when Trainer.initialize (or the first forward) initializes them
-        DataParallel.broadcastParameters(trainer.getModel().getBlock(), world);
+        BroadcastInitializer.broadcastParameters(trainer.getModel().getBlock(), world);
     }
 
     /** {@inheritDoc} */

@@ -9,6 +9,7 @@ import ai.djl.training.listener.TrainingListener;
 import ai.djl.training.loss.Loss;
 import io.github.djlamp.amp.train.AmpTrainingConfig;
 import io.github.djlamp.amp.train.ForwardingTrainingConfig;
+import io.github.djlamp.amp.train.GradientReducer;
 import java.util.ArrayList;
 import java.util.List;
 import org.slf4j.Logger;
@@ -27,7 +28,7 @@ final class DataParallelTrainingConfig extends ForwardingTrainingConfig {
     private final RankMeanLoss loss;
     private final List<Evaluator> evaluators;
 
-    DataParallelTrainingConfig(AmpTrainingConfig delegate, World world, BucketedAllReduce reducer) {
+    DataParallelTrainingConfig(AmpTrainingConfig delegate, World world, GradientReducer reducer) {
         super(delegate);
         loss = new RankMeanLoss(delegate.getLossFunction());
         List<Evaluator> wrapped = new ArrayList<>();

@@ -272,6 +272,46 @@ class MpiJobTest {
         assertTrue(run.seconds < 100, "took " + run.seconds + " s");
     }
 
+    /**
+     * The deadline set in {@code DataParallelOptions} replaces the world's 300 s default; rank 0's
+     * message says where it came from.
+     */
+    @Test
+    void aDeadlineFromTheOptionsEndsAHungJobAndIsNamed() throws Exception {
+        MpiLauncher.Outcome run =
+                MpiLauncher.run(
+                        2,
+                        120,
+                        List.of(),
+                        out.toString(),
+                        "50",
+                        "8",
+                        "fp32",
+                        "fault=1:2:hang",
+                        "deadline=5");
+        assertNotEquals(0, run.exitCode, run.output);
+        assertTrue(run.output.contains("rank 1 never arrived: lost or hung"), run.output);
+        assertTrue(run.output.contains("DataParallelOptions.collectiveTimeout"), run.output);
+        assertTrue(run.seconds < 100, "took " + run.seconds + " s");
+    }
+
+    /** A process joins the job once: a second {@code World.init()} says to pass the first world. */
+    @Test
+    void aSecondInitIsRefusedNamingTheFix() throws Exception {
+        MpiLauncher.Outcome run = MpiLauncher.run(SecondInitJob.class, 2, 60, List.of());
+        assertEquals(0, run.exitCode, run.output);
+        for (int rank = 0; rank < 2; rank++) {
+            assertTrue(
+                    run.output.contains(
+                            "rank "
+                                    + rank
+                                    + " refused: MPI is already initialized in this"
+                                    + " process"),
+                    run.output);
+        }
+        assertTrue(run.output.contains("pass the World the first call returned"), run.output);
+    }
+
     /** Fused steps too: the scaler state lives on the device and is read at the epoch's end. */
     @ParameterizedTest(name = "fused optimizer {0}")
     @ValueSource(booleans = {false, true})

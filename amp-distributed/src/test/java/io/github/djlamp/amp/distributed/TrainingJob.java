@@ -36,6 +36,7 @@ import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
@@ -47,11 +48,12 @@ import java.util.concurrent.atomic.AtomicInteger;
  * dynamic scaling, each rank starting from its own random initialization. Writes, per precision,
  * the loss scale, the step counts and every weight's bits to {@code OUT/PRECISION-rank-R.txt}.
  *
- * <p>Arguments: {@code OUT STEPS GLOBAL_BATCH PRECISIONS [fault=RANK:STEP:KIND] [staging=host]},
- * the last making CPU gradients take the host staging CUDA gradients take; KIND one of {@code inf}
- * (an Inf in that rank's loss, so its gradients, at that step), {@code kill} (SIGKILL), {@code
- * hang} (stops forever), {@code throw} (an exception out of the training loop) or, with STEP 0,
- * {@code hang-at-end} (stops forever after training, before closing its world).
+ * <p>Arguments: {@code OUT STEPS GLOBAL_BATCH PRECISIONS [fault=RANK:STEP:KIND] [staging=host]
+ * [deadline=SECONDS]}, {@code staging=host} making CPU gradients take the host staging CUDA
+ * gradients take, {@code deadline} setting {@code DataParallelOptions.collectiveTimeout}; KIND one
+ * of {@code inf} (an Inf in that rank's loss, so its gradients, at that step), {@code kill}
+ * (SIGKILL), {@code hang} (stops forever), {@code throw} (an exception out of the training loop)
+ * or, with STEP 0, {@code hang-at-end} (stops forever after training, before closing its world).
  */
 public final class TrainingJob {
 
@@ -72,11 +74,14 @@ public final class TrainingJob {
         int globalBatch = Integer.parseInt(args[2]);
         String fault = null;
         boolean stageCpuBuckets = false;
+        Duration deadline = null;
         for (int i = 4; i < args.length; i++) {
             if (args[i].startsWith("fault=")) {
                 fault = args[i];
             } else if (args[i].equals("staging=host")) {
                 stageCpuBuckets = true;
+            } else if (args[i].startsWith("deadline=")) {
+                deadline = Duration.ofSeconds(Long.parseLong(args[i].substring(9)));
             } else {
                 throw new IllegalArgumentException("unknown option " + args[i]);
             }
@@ -90,7 +95,15 @@ public final class TrainingJob {
                 return;
             }
             for (String precision : args[3].split(",")) {
-                Result result = train(world, precision, steps, globalBatch, fault, stageCpuBuckets);
+                Result result =
+                        train(
+                                world,
+                                precision,
+                                steps,
+                                globalBatch,
+                                fault,
+                                stageCpuBuckets,
+                                deadline);
                 Files.writeString(
                         out.resolve(precision + "-rank-" + world.getRank() + ".txt"),
                         result.toString(),
@@ -168,7 +181,7 @@ public final class TrainingJob {
 
     static Result train(World world, String precision, int steps, int globalBatch, String fault)
             throws IOException, ai.djl.translate.TranslateException {
-        return train(world, precision, steps, globalBatch, fault, false);
+        return train(world, precision, steps, globalBatch, fault, false, null);
     }
 
     static Result train(
@@ -177,7 +190,8 @@ public final class TrainingJob {
             int steps,
             int globalBatch,
             String fault,
-            boolean stageCpuBuckets)
+            boolean stageCpuBuckets,
+            Duration deadline)
             throws IOException, ai.djl.translate.TranslateException {
         // each rank initializes differently: the broadcast from rank 0 must make them agree
         Engine.getInstance().setRandomSeed(1000 + world.getRank());
@@ -254,9 +268,16 @@ public final class TrainingJob {
                         }
                     });
             BucketedAllReduce reducer = new BucketedAllReduce(world, 1024, stageCpuBuckets);
+            DataParallelOptions.Builder dpOptions =
+                    DataParallelOptions.builder().gradientReducer(reducer);
+            if (deadline != null) {
+                dpOptions.collectiveTimeout(deadline);
+            }
             TrainingConfig dp =
-                    new DataParallelTrainingConfig(
-                            Amp.configure(config, model.getBlock(), options), world, reducer);
+                    DataParallel.configure(
+                            Amp.configure(config, model.getBlock(), options),
+                            world,
+                            dpOptions.build());
             try (Trainer trainer = model.newTrainer(dp)) {
                 trainer.initialize(new Shape(globalBatch / world.getSize(), FEATURES));
                 EasyTrain.fit(trainer, 1, dataset, null);
