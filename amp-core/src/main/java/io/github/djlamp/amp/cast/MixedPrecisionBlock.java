@@ -361,7 +361,7 @@ public final class MixedPrecisionBlock implements Block {
                     if (policy.isAuto() && verification == KernelVerification.ON) {
                         caps = confirmAuto(caps, manager);
                     }
-                    PrecisionPolicy concrete = policy.isAuto() ? policy.resolveAuto(caps) : policy;
+                    PrecisionPolicy concrete = policy.isAuto() ? policy.resolveAuto(caps.getRecommended()) : policy;
                     DeviceSupport.check(concrete, caps);
                     warnIfMostlyFp32(concrete);
                     return new Resolved(
