@@ -9,6 +9,7 @@ import io.github.djlamp.amp.spi.MemoryLayout;
 import io.github.djlamp.amp.train.AmpSession;
 import io.github.djlamp.amp.train.AmpTrainingConfig;
 import io.github.djlamp.amp.verify.KernelVerification;
+import java.util.Objects;
 
 /**
  * The front door: mixed precision for an existing DJL training program in two lines.
@@ -32,11 +33,13 @@ public final class Amp {
      * @param policyName {@code auto}, {@code mixed_bfloat16}, {@code mixed_float16} or {@code
      *     float32} (or a policy string with overrides, see {@link PrecisionPolicy#parse})
      * @return the wrapped block
-     * @throws IllegalArgumentException when the policy name is unknown or an override names no
-     *     block
+     * @throws NullPointerException naming the argument that is null
+     * @throws IllegalArgumentException when the policy name is null or unknown, or an override
+     *     names no block
      */
     public static MixedPrecisionBlock wrap(Block block, String policyName) {
-        return wrap(block, PrecisionPolicy.parse(policyName));
+        requireBlock(block);
+        return wrap(block, policyNamed(policyName));
     }
 
     /**
@@ -45,9 +48,15 @@ public final class Amp {
      * @param block the user's block
      * @param policy the precision policy
      * @return the wrapped block
+     * @throws NullPointerException naming the argument that is null
      * @throws IllegalArgumentException when an override of the policy names no block
      */
     public static MixedPrecisionBlock wrap(Block block, PrecisionPolicy policy) {
+        requireBlock(block);
+        Objects.requireNonNull(
+                policy,
+                "Amp.wrap needs a precision policy, got null: pass PrecisionPolicy.auto() or a"
+                        + " name, e.g. Amp.wrap(block, \"auto\")");
         return new MixedPrecisionBlock(block, policy);
     }
 
@@ -60,13 +69,35 @@ public final class Amp {
      * @param policyName a policy name or string, as for {@link #wrap(Block, String)}
      * @param verification whether to check the kernels
      * @return the wrapped block
-     * @throws IllegalArgumentException when the policy name is unknown or an override names no
-     *     block
+     * @throws NullPointerException naming the argument that is null
+     * @throws IllegalArgumentException when the policy name is null or unknown, or an override
+     *     names no block
      */
     public static MixedPrecisionBlock wrap(
             Block block, String policyName, KernelVerification verification) {
-        return new MixedPrecisionBlock(
-                block, PrecisionPolicy.parse(policyName), MemoryLayout.CHANNELS_LAST, verification);
+        requireBlock(block);
+        PrecisionPolicy policy = policyNamed(policyName);
+        Objects.requireNonNull(
+                verification,
+                "Amp.wrap needs KernelVerification.ON (what Amp.wrap(block, name) does) or"
+                        + " KernelVerification.OFF, got null");
+        return new MixedPrecisionBlock(block, policy, MemoryLayout.CHANNELS_LAST, verification);
+    }
+
+    private static void requireBlock(Block block) {
+        Objects.requireNonNull(
+                block,
+                "Amp.wrap needs the model's block, got null: build or load the block first, then"
+                        + " model.setBlock(Amp.wrap(block, \"auto\"))");
+    }
+
+    private static PrecisionPolicy policyNamed(String policyName) {
+        if (policyName == null) {
+            throw new IllegalArgumentException(
+                    "Amp.wrap needs a policy name, got null: \"auto\", \"mixed_bfloat16\","
+                            + " \"mixed_float16\" or \"float32\" (or a PrecisionPolicy)");
+        }
+        return PrecisionPolicy.parse(policyName);
     }
 
     /**
@@ -76,6 +107,8 @@ public final class Amp {
      * @param config the user's training configuration
      * @param wrappedBlock the block returned by {@link #wrap}, set on the model
      * @return the configuration to create the trainer from
+     * @throws NullPointerException when {@code config} is null
+     * @throws AmpException when {@code wrappedBlock} is not a {@link MixedPrecisionBlock}
      */
     public static AmpTrainingConfig configure(TrainingConfig config, Block wrappedBlock) {
         return configure(config, wrappedBlock, AmpOptions.defaults());
@@ -88,6 +121,7 @@ public final class Amp {
      * @param wrappedBlock the block returned by {@link #wrap}, set on the model
      * @param scaling the loss scaling, or null for the precision's default
      * @return the configuration to create the trainer from
+     * @throws NullPointerException when {@code config} is null
      * @throws AmpException when {@code wrappedBlock} is not a {@link MixedPrecisionBlock}
      */
     public static AmpTrainingConfig configure(
@@ -105,10 +139,19 @@ public final class Amp {
      * @param wrappedBlock the block returned by {@link #wrap}, set on the model
      * @param options loss scaling and gradient accumulation
      * @return the configuration to create the trainer from
+     * @throws NullPointerException naming the argument that is null
      * @throws AmpException when {@code wrappedBlock} is not a {@link MixedPrecisionBlock}
      */
     public static AmpTrainingConfig configure(
             TrainingConfig config, Block wrappedBlock, AmpOptions options) {
+        Objects.requireNonNull(
+                config,
+                "Amp.configure needs the program's TrainingConfig, got null: pass the config the"
+                        + " trainer would be made from, e.g. new DefaultTrainingConfig(loss)");
+        Objects.requireNonNull(
+                options,
+                "Amp.configure needs AmpOptions, got null: pass AmpOptions.defaults() or"
+                        + " AmpOptions.builder()...build(), or call Amp.configure(config, block)");
         if (!(wrappedBlock instanceof MixedPrecisionBlock)) {
             throw new AmpException(
                     "Amp.configure needs the block returned by Amp.wrap(...), set on the model;"

@@ -45,7 +45,8 @@ public final class PrecisionChoice {
             AmpBackend backend = AmpBackends.forManager(manager);
             for (Device device : Engine.getInstance().getDevices()) {
                 DeviceCapabilities capabilities = backend.capabilities(device);
-                PrecisionPolicy auto = PrecisionPolicy.auto().resolveAuto(capabilities);
+                PrecisionPolicy auto =
+                        PrecisionPolicy.auto().resolveAuto(capabilities.getRecommended());
                 lines.add("Device " + device + ":");
                 lines.add("  fp16 fast: " + capabilities.isFp16Fast());
                 lines.add("  bf16 fast: " + capabilities.isBf16Fast());

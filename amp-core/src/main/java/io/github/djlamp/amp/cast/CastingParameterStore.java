@@ -8,6 +8,7 @@ import ai.djl.nn.Block;
 import ai.djl.nn.Parameter;
 import ai.djl.training.ParameterServer;
 import ai.djl.training.ParameterStore;
+import io.github.djlamp.amp.cast.internal.WeightCastCache;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.MemoryLayout;

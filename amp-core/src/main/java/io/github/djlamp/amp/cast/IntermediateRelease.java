@@ -6,8 +6,11 @@ import ai.djl.ndarray.NDManager;
 import java.util.Collections;
 import java.util.IdentityHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Set;
 import java.util.function.Function;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * Drops djl-amp's own handles to the arrays one forward pass of the shadow tree made and no longer
@@ -23,17 +26,71 @@ import java.util.function.Function;
  * container's inputs (its caller's), anything passed on to the next stage or returned, and
  * parameters (stages never return them).
  *
- * <p>{@code -Ddjlamp.amp.releaseIntermediates=false} keeps every handle, as plain DJL does.
+ * <p>{@code -Ddjlamp.amp.releaseIntermediates=false} keeps every handle, as plain DJL does. The
+ * property is read once, when a block is wrapped ({@link #fromSystemProperty()}); the shadow tree
+ * carries the setting, so a forward pass reads no property.
  */
 final class IntermediateRelease {
 
     /** The system property that turns the release off. */
     static final String PROPERTY = "djlamp.amp.releaseIntermediates";
 
-    private IntermediateRelease() {}
+    /** Drops the handles: the default. */
+    static final IntermediateRelease ON = new IntermediateRelease(true);
 
-    static boolean enabled() {
-        return !"false".equalsIgnoreCase(System.getProperty(PROPERTY));
+    /** Keeps every handle, as plain DJL does. */
+    static final IntermediateRelease OFF = new IntermediateRelease(false);
+
+    private static final Logger logger = LoggerFactory.getLogger(IntermediateRelease.class);
+
+    private final boolean enabled;
+
+    private IntermediateRelease(boolean enabled) {
+        this.enabled = enabled;
+    }
+
+    /**
+     * Returns the setting {@code -Ddjlamp.amp.releaseIntermediates} gives: {@link #ON} when it is
+     * not set; logged when it is.
+     *
+     * @throws IllegalArgumentException when the property holds neither true nor false
+     */
+    static IntermediateRelease fromSystemProperty() {
+        String value = System.getProperty(PROPERTY);
+        if (value == null) {
+            return ON;
+        }
+        IntermediateRelease release;
+        switch (value.trim().toLowerCase(Locale.ROOT)) {
+            case "true":
+                release = ON;
+                break;
+            case "false":
+                release = OFF;
+                break;
+            default:
+                throw new IllegalArgumentException(
+                        "-D"
+                                + PROPERTY
+                                + "="
+                                + value
+                                + " is not a setting: use true (the default: the wrapper drops its"
+                                + " handles to the activations forward no longer reads) or false"
+                                + " (it keeps every handle, as plain DJL does)");
+        }
+        logger.info(
+                "djl-amp: -D{}={}: this wrapper {}",
+                PROPERTY,
+                value,
+                release.enabled
+                        ? "drops its handles to the activations forward no longer reads"
+                        : "keeps its handle to every intermediate array, as plain DJL does");
+        return release;
+    }
+
+    /** Returns whether the handles are dropped. */
+    boolean isEnabled() {
+        return enabled;
     }
 
     /**
@@ -42,7 +99,7 @@ final class IntermediateRelease {
      * @param consumed arrays made by this forward pass that were read and are not needed any more
      * @param keep lists whose arrays must stay open: what the caller handed in, what goes on
      */
-    static void closeConsumed(NDList consumed, NDList... keep) {
+    void closeConsumed(NDList consumed, NDList... keep) {
         closeConsumed(Collections.singletonList(consumed), keep);
     }
 
@@ -52,8 +109,8 @@ final class IntermediateRelease {
      * @param consumed lists of arrays made by this forward pass that are not needed any more
      * @param keep lists whose arrays must stay open
      */
-    static void closeConsumed(List<NDList> consumed, NDList... keep) {
-        if (!enabled()) {
+    void closeConsumed(List<NDList> consumed, NDList... keep) {
+        if (!enabled) {
             return;
         }
         Set<NDArray> kept = Collections.newSetFromMap(new IdentityHashMap<>());
@@ -82,8 +139,8 @@ final class IntermediateRelease {
      * @param inputs the parallel block's inputs (its caller's): never closed
      * @return the joined arrays
      */
-    static NDList join(Function<List<NDList>, NDList> join, List<NDList> branches, NDList inputs) {
-        if (!enabled() || inputs.isEmpty()) {
+    NDList join(Function<List<NDList>, NDList> join, List<NDList> branches, NDList inputs) {
+        if (!enabled || inputs.isEmpty()) {
             NDList joined = join.apply(branches);
             closeConsumed(branches, inputs, joined);
             return joined;

@@ -34,13 +34,15 @@ final class PrecisionStage extends AbstractBlock {
     private final Block inner;
     private final CastCategory category;
     private final String path;
+    private final IntermediateRelease release;
     private final Map<List<Object>, KernelVerdict> verdicts = new ConcurrentHashMap<>();
     private volatile Known lastVerdict;
 
-    PrecisionStage(Block inner, CastCategory category, String path) {
+    PrecisionStage(Block inner, CastCategory category, String path, IntermediateRelease release) {
         this.inner = inner;
         this.category = category;
         this.path = path;
+        this.release = release;
     }
 
     /** {@inheritDoc} */
@@ -54,22 +56,32 @@ final class PrecisionStage extends AbstractBlock {
             return inner.forward(parameterStore, inputs, training, params);
         }
         CastingParameterStore casting = (CastingParameterStore) parameterStore;
-        switch (category) {
-            case LOW:
-                KernelVerdict verdict = verdict(casting, inputs, training);
-                if (verdict != null && !verdict.runsLowPrecision()) {
-                    return forwardAndReleaseCasts(
+        return switch (category) {
+            case LOW, TRUSTED -> forwardLow(casting, inputs, training, params);
+            case FP32 ->
+                    forwardAndReleaseCasts(
                             casting.delegate(), casting.toFp32(inputs), inputs, training, params);
-                }
-                CastingParameterStore low =
-                        verdict == null ? casting : casting.withLayout(verdict.getLayout());
-                return forwardAndReleaseCasts(low, low.toLow(inputs), inputs, training, params);
-            case FP32:
-                return forwardAndReleaseCasts(
-                        casting.delegate(), casting.toFp32(inputs), inputs, training, params);
-            default:
-                return inner.forward(casting.delegate(), inputs, training, params);
+            case PASS_THROUGH -> inner.forward(casting.delegate(), inputs, training, params);
+            case CONTAINER ->
+                    throw new IllegalStateException(
+                            "'" + path + "' is a container: the shadow tree descends into it");
+        };
+    }
+
+    /** Runs in the compute precision, or as the kernel check of this signature decided. */
+    private NDList forwardLow(
+            CastingParameterStore casting,
+            NDList inputs,
+            boolean training,
+            PairList<String, Object> params) {
+        KernelVerdict verdict = verdict(casting, inputs, training);
+        if (verdict != null && !verdict.runsLowPrecision()) {
+            return forwardAndReleaseCasts(
+                    casting.delegate(), casting.toFp32(inputs), inputs, training, params);
         }
+        CastingParameterStore low =
+                verdict == null ? casting : casting.withLayout(verdict.getLayout());
+        return forwardAndReleaseCasts(low, low.toLow(inputs), inputs, training, params);
     }
 
     /**
@@ -139,7 +151,7 @@ final class PrecisionStage extends AbstractBlock {
             boolean training,
             PairList<String, Object> params) {
         NDList outputs = inner.forward(store, cast, training, params);
-        IntermediateRelease.closeConsumed(cast, inputs, outputs);
+        release.closeConsumed(cast, inputs, outputs);
         return outputs;
     }
 

@@ -31,30 +31,36 @@ final class ShadowTree {
 
     private ShadowTree() {}
 
-    static Block build(Block root, PrecisionPolicy policy) {
-        return shadowOf(root, "", policy);
+    /**
+     * Builds the shadow of {@code root} under a concrete policy.
+     *
+     * @param release whether the shadow drops its handles to the intermediates it has consumed
+     */
+    static Block build(Block root, PrecisionPolicy policy, IntermediateRelease release) {
+        return shadowOf(root, "", policy, release);
     }
 
-    private static Block shadowOf(Block block, String path, PrecisionPolicy policy) {
+    private static Block shadowOf(
+            Block block, String path, PrecisionPolicy policy, IntermediateRelease release) {
         CastCategory category = policy.categoryOf(block, path);
         if (category != CastCategory.CONTAINER) {
             requireBf16Safe(block, path, category, policy);
-            return new PrecisionStage(block, category, path);
+            return new PrecisionStage(block, category, path, release);
         }
         List<Block> children = new ArrayList<>();
         for (Pair<String, Block> child : block.getChildren()) {
-            children.add(
-                    shadowOf(child.getValue(), BlockPaths.child(path, child.getKey()), policy));
+            String childPath = BlockPaths.child(path, child.getKey());
+            children.add(shadowOf(child.getValue(), childPath, policy, release));
         }
         if (block instanceof SequentialBlock) {
-            return new Sequential().addAll(children);
+            return new Sequential(release).addAll(children);
         }
         if (block instanceof ParallelBlock) {
             ParallelBlock parallel = (ParallelBlock) block;
             if (joinNeedsFp32(parallel, policy)) {
-                children = withFp32Outputs(children, path);
+                children = withFp32Outputs(children, path, release);
             }
-            return new Parallel(joinOf(parallel), children);
+            return new Parallel(joinOf(parallel), children, release);
         }
         throw new AmpException(
                 "The policy treats '"
@@ -75,17 +81,17 @@ final class ShadowTree {
                 && !DefaultCastRules.hasKnownJoin(block);
     }
 
-    private static List<Block> withFp32Outputs(List<Block> branches, String path) {
+    private static List<Block> withFp32Outputs(
+            List<Block> branches, String path, IntermediateRelease release) {
         List<Block> cast = new ArrayList<>(branches.size());
         for (Block branch : branches) {
-            cast.add(
-                    new Sequential()
-                            .add(branch)
-                            .add(
-                                    new PrecisionStage(
-                                            Blocks.identityBlock(),
-                                            CastCategory.FP32,
-                                            path + " (join input)")));
+            Block toFp32 =
+                    new PrecisionStage(
+                            Blocks.identityBlock(),
+                            CastCategory.FP32,
+                            path + " (join input)",
+                            release);
+            cast.add(new Sequential(release).add(branch).add(toFp32));
         }
         return cast;
     }
@@ -145,6 +151,12 @@ final class ShadowTree {
      * to each child's output once the next child has consumed it.
      */
     private static final class Sequential extends SequentialBlock {
+        private final IntermediateRelease release;
+
+        Sequential(IntermediateRelease release) {
+            this.release = release;
+        }
+
         @Override
         protected NDList forwardInternal(
                 ParameterStore parameterStore,
@@ -155,7 +167,7 @@ final class ShadowTree {
             for (Block child : children.values()) {
                 NDList next = child.forward(parameterStore, current, training);
                 if (current != inputs) {
-                    IntermediateRelease.closeConsumed(current, inputs, next);
+                    release.closeConsumed(current, inputs, next);
                 }
                 current = next;
             }
@@ -177,10 +189,15 @@ final class ShadowTree {
      */
     private static final class Parallel extends ParallelBlock {
         private final Function<List<NDList>, NDList> join;
+        private final IntermediateRelease release;
 
-        Parallel(Function<List<NDList>, NDList> join, List<Block> children) {
+        Parallel(
+                Function<List<NDList>, NDList> join,
+                List<Block> children,
+                IntermediateRelease release) {
             super(join, children);
             this.join = join;
+            this.release = release;
         }
 
         @Override
@@ -193,7 +210,7 @@ final class ShadowTree {
             for (Block child : children.values()) {
                 branches.add(child.forward(parameterStore, inputs, training, params));
             }
-            return IntermediateRelease.join(join, branches, inputs);
+            return release.join(join, branches, inputs);
         }
 
         @Override

@@ -6,6 +6,9 @@
  * tree in which every leaf is a {@link io.github.djlamp.amp.cast.PrecisionStage}: it casts the
  * leaf's floating inputs to the precision the policy gives it and, for low-precision leaves, hands
  * it its WEIGHT and BIAS parameters cast once per step by a {@link
- * io.github.djlamp.amp.cast.WeightCastCache}.
+ * io.github.djlamp.amp.cast.internal.WeightCastCache}. {@link
+ * io.github.djlamp.amp.cast.DevicePolicies} resolves the policy and builds the shadow for each
+ * device; {@link io.github.djlamp.amp.cast.PrecisionSummary} says what computes in which precision.
+ * What the wrapper shares with the trainer glue lives in {@code cast.internal}.
  */
 package io.github.djlamp.amp.cast;

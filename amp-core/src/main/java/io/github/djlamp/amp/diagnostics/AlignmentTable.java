@@ -124,14 +124,11 @@ final class AlignmentTable {
     }
 
     private static String status(AlignmentStatus status) {
-        switch (status) {
-            case ALIGNED:
-                return "yes";
-            case MISALIGNED:
-                return "NO";
-            default:
-                return "?";
-        }
+        return switch (status) {
+            case ALIGNED -> "yes";
+            case MISALIGNED -> "NO";
+            case UNKNOWN -> "?";
+        };
     }
 
     private static String marked(long value, boolean aligned) {

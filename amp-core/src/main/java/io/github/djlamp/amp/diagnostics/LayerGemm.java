@@ -59,18 +59,17 @@ final class LayerGemm {
     }
 
     AlignmentStatus status() {
-        switch (kind) {
-            case LINEAR:
-                return gemm.isMAligned() && gemm.isNAligned() && gemm.isKAligned()
-                        ? AlignmentStatus.ALIGNED
-                        : AlignmentStatus.MISALIGNED;
-            case CONVOLUTION:
-                return inChannelsAligned() && outChannelsAligned()
-                        ? AlignmentStatus.ALIGNED
-                        : AlignmentStatus.MISALIGNED;
-            default:
-                return AlignmentStatus.UNKNOWN;
-        }
+        return switch (kind) {
+            case LINEAR ->
+                    gemm.isMAligned() && gemm.isNAligned() && gemm.isKAligned()
+                            ? AlignmentStatus.ALIGNED
+                            : AlignmentStatus.MISALIGNED;
+            case CONVOLUTION ->
+                    inChannelsAligned() && outChannelsAligned()
+                            ? AlignmentStatus.ALIGNED
+                            : AlignmentStatus.MISALIGNED;
+            case UNKNOWN -> AlignmentStatus.UNKNOWN;
+        };
     }
 
     long flops() {

@@ -22,15 +22,14 @@ final class Suggestions {
      * @param flopShare the layer's share of the model's 16-bit FLOPs
      */
     static String of(LayerGemm g, boolean readsModelInput, boolean outputLayer, double flopShare) {
-        switch (g.kind) {
-            case LINEAR:
-                return String.join("; ", linear(g, readsModelInput, outputLayer, flopShare));
-            case CONVOLUTION:
-                return String.join("; ", convolution(g, readsModelInput, outputLayer, flopShare));
-            default:
-                return "not a Linear or convolution: the report cannot tell its matrix dimensions;"
-                        + " check them by hand";
-        }
+        return switch (g.kind) {
+            case LINEAR -> String.join("; ", linear(g, readsModelInput, outputLayer, flopShare));
+            case CONVOLUTION ->
+                    String.join("; ", convolution(g, readsModelInput, outputLayer, flopShare));
+            case UNKNOWN ->
+                    "not a Linear or convolution: the report cannot tell its matrix dimensions;"
+                            + " check them by hand";
+        };
     }
 
     private static List<String> linear(

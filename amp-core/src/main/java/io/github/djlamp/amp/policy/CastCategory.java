@@ -91,15 +91,11 @@ public enum CastCategory {
      *     for {@link #PASS_THROUGH} and {@link #CONTAINER}
      */
     public Precision inputPrecision(Precision computePrecision) {
-        switch (this) {
-            case LOW:
-            case TRUSTED:
-                return computePrecision;
-            case FP32:
-                return Precision.FP32;
-            default:
-                return null;
-        }
+        return switch (this) {
+            case LOW, TRUSTED -> computePrecision;
+            case FP32 -> Precision.FP32;
+            case PASS_THROUGH, CONTAINER -> null;
+        };
     }
 
     /**

@@ -9,7 +9,7 @@ import java.util.Set;
 import java.util.function.Supplier;
 
 /**
- * Writes and reads the string form of a {@link PrecisionPolicy}; the grammar is documented there.
+ * Writes and reads the string form of a {@link PrecisionPolicy}; the grammar is in package-info.
  */
 final class PolicyFormat {
 

@@ -3,8 +3,10 @@ package io.github.djlamp.amp.policy;
 import ai.djl.nn.Block;
 import java.util.LinkedHashMap;
 import java.util.Map;
+import java.util.Objects;
+import java.util.Properties;
 
-/** Writes and reads the config-map form of a {@link PrecisionPolicy}, documented there. */
+/** Writes and reads the config-map form of a {@link PrecisionPolicy}, specified in package-info. */
 final class PolicyMaps {
 
     static final String POLICY_KEY = "policy";
@@ -21,6 +23,15 @@ final class PolicyMaps {
                     + "<class name>'";
 
     private PolicyMaps() {}
+
+    static PrecisionPolicy fromProperties(Properties properties) {
+        Objects.requireNonNull(properties, "properties");
+        Map<String, String> map = new LinkedHashMap<>();
+        for (String key : properties.stringPropertyNames()) {
+            map.put(key, properties.getProperty(key));
+        }
+        return fromMap(map);
+    }
 
     static Map<String, String> toMap(PrecisionPolicy policy) {
         Map<String, String> map = new LinkedHashMap<>();

@@ -95,16 +95,15 @@ public enum Precision {
      * @throws UnsupportedOperationException for BF16, which DJL's PyTorch engine cannot express
      */
     public DataType toDataType() {
-        switch (this) {
-            case FP32:
-                return DataType.FLOAT32;
-            case FP16:
-                return DataType.FLOAT16;
-            default:
-                throw new UnsupportedOperationException(
-                        "bfloat16 has no safe DJL DataType (DataType.BFLOAT16 terminates the JVM in"
-                                + " DJL's PyTorch engine); use AmpBackend.cast to make bf16 arrays");
-        }
+        return switch (this) {
+            case FP32 -> DataType.FLOAT32;
+            case FP16 -> DataType.FLOAT16;
+            case BF16 ->
+                    throw new UnsupportedOperationException(
+                            "bfloat16 has no safe DJL DataType (DataType.BFLOAT16 terminates the"
+                                    + " JVM in DJL's PyTorch engine); use AmpBackend.cast to make"
+                                    + " bf16 arrays");
+        };
     }
 
     /**

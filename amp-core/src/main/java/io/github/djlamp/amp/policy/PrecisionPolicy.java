@@ -1,9 +1,6 @@
 package io.github.djlamp.amp.policy;
 
 import ai.djl.nn.Block;
-import io.github.djlamp.amp.spi.DeviceCapabilities;
-import java.util.Collections;
-import java.util.Comparator;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Objects;
@@ -16,40 +13,16 @@ import java.util.TreeMap;
  *
  * <p>A policy has a name, a compute precision (what {@link CastCategory#LOW} blocks compute in), a
  * variable precision (what parameters are stored and updated in; always FP32 here) and optional
- * overrides. The presets:
- *
- * <ul>
- *   <li>{@link #mixedFloat16()}, {@code mixed_float16}: LOW blocks compute in fp16 (needs loss
- *       scaling; fast on GPUs with Tensor Cores);
- *   <li>{@link #mixedBfloat16()}, {@code mixed_bfloat16}: LOW blocks compute in bf16 (fast on CPUs
- *       with AVX-512 BF16 and on recent GPUs);
- *   <li>{@link #float32()}, {@code float32}: everything in fp32, no casts (LOW resolves to FP32);
- *   <li>{@link #auto()}, {@code auto}: the compute precision is decided from the device by {@link
- *       #resolveAuto(DeviceCapabilities)}.
- * </ul>
+ * overrides. The presets are {@link #mixedFloat16()}, {@link #mixedBfloat16()}, {@link #float32()}
+ * and {@link #auto()}, whose compute precision is decided per device from the precision the engine
+ * layer recommends there ({@link #resolveAuto(Precision)}).
  *
  * <p>Each block gets a {@link CastCategory} from {@link #categoryOf(Block, String)}: a path
  * override for its path if there is one, else the class override for the most specific class of the
  * block that has one, else {@link DefaultCastRules}.
  *
- * <p>The string form ({@link #toString()}, {@link #parse(String)}) is
- *
- * <pre>
- * policy   := NAME [ '[' override { ',' override } ']' ]
- * override := 'path:' PATH '=' CATEGORY | 'class:' CLASS '=' CATEGORY
- * </pre>
- *
- * where NAME is a policy name or alias accepted by {@link #named(String)}, PATH a block path as
- * {@link BlockPaths} writes it, CLASS a binary class name ({@link Class#getName()}) and CATEGORY
- * one of {@code low}, {@code fp32}, {@code pass_through}. In a PATH, {@code \} escapes the next
- * character; {@link #toString()} escapes {@code \ , = [ ]}. Spaces around names, overrides and
- * categories are ignored. Path overrides are written first, sorted by path, then class overrides
- * sorted by class name; for example {@code
- * mixed_bfloat16[path:02SequentialBlock/01Linear=fp32,class:ai.djl.nn.norm.LayerNorm=low]}.
- *
- * <p>The map form ({@link #toMap()}, {@link #fromMap(Map)}), for config files, has the key {@code
- * policy} holding the name and one key per override: {@code override.path.<PATH>} or {@code
- * override.class.<CLASS>}, each holding a category name.
+ * <p>A policy reads back from its string form ({@link #parse(String)}) and its map form for config
+ * files ({@link #fromMap(Map)}), specified in the {@linkplain io.github.djlamp.amp.policy package}.
  */
 public final class PrecisionPolicy {
 
@@ -59,28 +32,20 @@ public final class PrecisionPolicy {
     private static final PrecisionPolicy AUTO = of(Preset.AUTO);
 
     private final Preset preset;
-    private final Map<String, CastCategory> pathOverrides;
-    private final Map<Class<? extends Block>, CastCategory> classOverrides;
+    private final PolicyOverrides overrides;
 
-    private PrecisionPolicy(
-            Preset preset,
-            Map<String, CastCategory> pathOverrides,
-            Map<Class<? extends Block>, CastCategory> classOverrides) {
+    private PrecisionPolicy(Preset preset, PolicyOverrides overrides) {
         this.preset = preset;
-        this.pathOverrides = Collections.unmodifiableMap(new TreeMap<>(pathOverrides));
-        Map<Class<? extends Block>, CastCategory> sorted = new LinkedHashMap<>();
-        classOverrides.entrySet().stream()
-                .sorted(Comparator.comparing(e -> e.getKey().getName()))
-                .forEach(e -> sorted.put(e.getKey(), e.getValue()));
-        this.classOverrides = Collections.unmodifiableMap(sorted);
+        this.overrides = overrides;
     }
 
     private static PrecisionPolicy of(Preset preset) {
-        return new PrecisionPolicy(preset, Map.of(), Map.of());
+        return new PrecisionPolicy(preset, PolicyOverrides.NONE);
     }
 
     /**
-     * Returns {@code mixed_float16}: convolutions and linear layers compute in fp16.
+     * Returns {@code mixed_float16}: convolutions and linear layers compute in fp16, which needs
+     * loss scaling and is fast on GPUs with Tensor Cores.
      *
      * @return the preset
      */
@@ -89,7 +54,8 @@ public final class PrecisionPolicy {
     }
 
     /**
-     * Returns {@code mixed_bfloat16}: convolutions and linear layers compute in bf16.
+     * Returns {@code mixed_bfloat16}: convolutions and linear layers compute in bf16, fast on CPUs
+     * with AVX-512 BF16 and on recent GPUs.
      *
      * @return the preset
      */
@@ -98,7 +64,8 @@ public final class PrecisionPolicy {
     }
 
     /**
-     * Returns {@code float32}: everything computes in fp32 and nothing is cast.
+     * Returns {@code float32}: everything computes in fp32 and nothing is cast (LOW resolves to
+     * FP32).
      *
      * @return the preset
      */
@@ -108,7 +75,7 @@ public final class PrecisionPolicy {
 
     /**
      * Returns {@code auto}: the compute precision is chosen per device by {@link
-     * #resolveAuto(DeviceCapabilities)}.
+     * #resolveAuto(Precision)}.
      *
      * @return the preset
      */
@@ -129,7 +96,7 @@ public final class PrecisionPolicy {
     }
 
     /**
-     * Parses the string form described in the class documentation, as {@link #toString()} writes
+     * Parses the string form described in the package documentation, as {@link #toString()} writes
      * it.
      *
      * @param text the string form
@@ -142,7 +109,7 @@ public final class PrecisionPolicy {
     }
 
     /**
-     * Reads the map form described in the class documentation, as {@link #toMap()} writes it.
+     * Reads the map form described in the package documentation, as {@link #toMap()} writes it.
      *
      * @param map the config entries
      * @return the policy
@@ -165,12 +132,7 @@ public final class PrecisionPolicy {
      * @throws IllegalArgumentException as {@link #fromMap(Map)} does
      */
     public static PrecisionPolicy fromProperties(Properties properties) {
-        Objects.requireNonNull(properties, "properties");
-        Map<String, String> map = new LinkedHashMap<>();
-        for (String key : properties.stringPropertyNames()) {
-            map.put(key, properties.getProperty(key));
-        }
-        return fromMap(map);
+        return PolicyMaps.fromProperties(properties);
     }
 
     /**
@@ -194,7 +156,7 @@ public final class PrecisionPolicy {
 
     /**
      * Returns whether this is the {@code auto} policy, whose compute precision is not known until
-     * {@link #resolveAuto(DeviceCapabilities)}.
+     * {@link #resolveAuto(Precision)}.
      *
      * @return true for {@code auto}
      */
@@ -212,7 +174,8 @@ public final class PrecisionPolicy {
         if (isAuto()) {
             throw new IllegalStateException(
                     "The 'auto' precision policy has no compute precision until it is resolved for"
-                            + " a device: call resolveAuto(DeviceCapabilities) first");
+                            + " a device: call resolveAuto(precision) first, or"
+                            + " MixedPrecisionBlock.resolvePolicy(device, manager)");
         }
         return preset.computePrecision();
     }
@@ -232,7 +195,7 @@ public final class PrecisionPolicy {
      * @return an unmodifiable map from block path to category
      */
     public Map<String, CastCategory> getPathOverrides() {
-        return pathOverrides;
+        return overrides.byPath();
     }
 
     /**
@@ -241,24 +204,25 @@ public final class PrecisionPolicy {
      * @return an unmodifiable map from block class to category
      */
     public Map<Class<? extends Block>, CastCategory> getClassOverrides() {
-        return classOverrides;
+        return overrides.byClass();
     }
 
     /**
-     * Returns the concrete policy for a device: for {@code auto}, the preset computing in {@code
-     * capabilities.getRecommended()} (BF16: {@code mixed_bfloat16}, FP16: {@code mixed_float16},
+     * Returns the concrete policy for a device that recommends {@code recommended}: for {@code
+     * auto}, the preset computing in it (BF16: {@code mixed_bfloat16}, FP16: {@code mixed_float16},
      * FP32: {@code float32}) with this policy's overrides; any other policy is returned as it is.
+     * With an engine layer's capabilities at hand, pass {@code capabilities.getRecommended()};
+     * {@code MixedPrecisionBlock.resolvePolicy(device, manager)} resolves the way training does.
      *
-     * @param capabilities what the device computes fast
+     * @param recommended the precision the device should compute in
      * @return a policy that is not {@code auto}
      */
-    public PrecisionPolicy resolveAuto(DeviceCapabilities capabilities) {
-        Objects.requireNonNull(capabilities, "capabilities");
+    public PrecisionPolicy resolveAuto(Precision recommended) {
+        Objects.requireNonNull(recommended, "recommended");
         if (!isAuto()) {
             return this;
         }
-        return new PrecisionPolicy(
-                Preset.forPrecision(capabilities.getRecommended()), pathOverrides, classOverrides);
+        return new PrecisionPolicy(Preset.forPrecision(recommended), overrides);
     }
 
     /**
@@ -273,7 +237,7 @@ public final class PrecisionPolicy {
      * @return the block's category
      */
     public CastCategory categoryOf(Block block, String path) {
-        CastCategory category = overrideOf(block, path);
+        CastCategory category = overrides.categoryOf(block, path);
         if (category == CastCategory.TRUSTED) {
             category = CastCategory.LOW;
         }
@@ -295,17 +259,7 @@ public final class PrecisionPolicy {
      * @return true when the override that applies to it is TRUSTED
      */
     public boolean trusts(Block block, String path) {
-        return overrideOf(block, path) == CastCategory.TRUSTED;
-    }
-
-    /** The path override, else the most specific class override, else null. */
-    private CastCategory overrideOf(Block block, String path) {
-        Objects.requireNonNull(block, "block");
-        CastCategory category = path == null ? null : pathOverrides.get(path);
-        for (Class<?> c = block.getClass(); category == null && c != null; c = c.getSuperclass()) {
-            category = classOverrides.get(c);
-        }
-        return category;
+        return overrides.categoryOf(block, path) == CastCategory.TRUSTED;
     }
 
     /**
@@ -333,7 +287,7 @@ public final class PrecisionPolicy {
     }
 
     /**
-     * Returns the map form described in the class documentation.
+     * Returns the map form described in the package documentation.
      *
      * @return a new, ordered map: {@code policy} first, then path and class overrides
      */
@@ -342,8 +296,8 @@ public final class PrecisionPolicy {
     }
 
     /**
-     * Returns the string form described in the class documentation; {@link #parse(String)} reads it
-     * back to an equal policy.
+     * Returns the string form described in the package documentation; {@link #parse(String)} reads
+     * it back to an equal policy.
      *
      * @return e.g. {@code mixed_bfloat16} or {@code mixed_bfloat16[path:01Linear=fp32]}
      */
@@ -355,22 +309,15 @@ public final class PrecisionPolicy {
     /** {@inheritDoc} */
     @Override
     public boolean equals(Object o) {
-        if (this == o) {
-            return true;
-        }
-        if (!(o instanceof PrecisionPolicy)) {
-            return false;
-        }
-        PrecisionPolicy other = (PrecisionPolicy) o;
-        return preset == other.preset
-                && pathOverrides.equals(other.pathOverrides)
-                && classOverrides.equals(other.classOverrides);
+        return o instanceof PrecisionPolicy other
+                && preset == other.preset
+                && overrides.equals(other.overrides);
     }
 
     /** {@inheritDoc} */
     @Override
     public int hashCode() {
-        return Objects.hash(preset, pathOverrides, classOverrides);
+        return Objects.hash(preset, overrides);
     }
 
     /** Builds a {@link PrecisionPolicy} from a base policy and overrides. */
@@ -383,8 +330,8 @@ public final class PrecisionPolicy {
         Builder(PrecisionPolicy base) {
             Objects.requireNonNull(base, "base");
             this.preset = base.preset;
-            this.pathOverrides = new TreeMap<>(base.pathOverrides);
-            this.classOverrides = new LinkedHashMap<>(base.classOverrides);
+            this.pathOverrides = new TreeMap<>(base.getPathOverrides());
+            this.classOverrides = new LinkedHashMap<>(base.getClassOverrides());
         }
 
         /**
@@ -399,15 +346,7 @@ public final class PrecisionPolicy {
          *     category} is CONTAINER
          */
         public Builder overrideClass(Class<? extends Block> blockClass, CastCategory category) {
-            Objects.requireNonNull(blockClass, "blockClass");
-            requireOverridable(category, "class " + blockClass.getName());
-            if (blockClass.isInterface() || !Block.class.isAssignableFrom(blockClass)) {
-                throw new IllegalArgumentException(
-                        "Cannot override "
-                                + blockClass.getName()
-                                + ": class overrides need a class implementing ai.djl.nn.Block"
-                                + (blockClass.isInterface() ? ", not an interface" : ""));
-            }
+            PolicyOverrides.requireClassOverride(blockClass, category);
             classOverrides.put(blockClass, category);
             return this;
         }
@@ -438,8 +377,7 @@ public final class PrecisionPolicy {
          * @throws IllegalArgumentException when {@code category} is CONTAINER
          */
         public Builder overridePath(String path, CastCategory category) {
-            Objects.requireNonNull(path, "path");
-            requireOverridable(category, "path '" + path + "'");
+            PolicyOverrides.requirePathOverride(path, category);
             pathOverrides.put(path, category);
             return this;
         }
@@ -450,19 +388,7 @@ public final class PrecisionPolicy {
          * @return a new immutable policy
          */
         public PrecisionPolicy build() {
-            return new PrecisionPolicy(preset, pathOverrides, classOverrides);
-        }
-
-        private static void requireOverridable(CastCategory category, String target) {
-            Objects.requireNonNull(category, "category");
-            if (!category.isOverridable()) {
-                throw new IllegalArgumentException(
-                        "Cannot override "
-                                + target
-                                + " to CONTAINER: djl-amp assigns it to SequentialBlock and"
-                                + " ParallelBlock only; valid override categories are "
-                                + CastCategory.validNames());
-            }
+            return new PrecisionPolicy(preset, new PolicyOverrides(pathOverrides, classOverrides));
         }
     }
 }

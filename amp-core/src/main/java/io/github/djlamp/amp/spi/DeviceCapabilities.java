@@ -98,14 +98,11 @@ public final class DeviceCapabilities {
      * @return true for FP32 always, and for FP16/BF16 where the device has them
      */
     public boolean isSupported(Precision precision) {
-        switch (precision) {
-            case FP16:
-                return fp16Supported;
-            case BF16:
-                return bf16Supported;
-            default:
-                return true;
-        }
+        return switch (precision) {
+            case FP32 -> true;
+            case FP16 -> fp16Supported;
+            case BF16 -> bf16Supported;
+        };
     }
 
     /**
@@ -115,14 +112,11 @@ public final class DeviceCapabilities {
      * @return true for FP32 always, and for FP16/BF16 where they are fast
      */
     public boolean isFast(Precision precision) {
-        switch (precision) {
-            case FP16:
-                return fp16Fast;
-            case BF16:
-                return bf16Fast;
-            default:
-                return true;
-        }
+        return switch (precision) {
+            case FP32 -> true;
+            case FP16 -> fp16Fast;
+            case BF16 -> bf16Fast;
+        };
     }
 
     /**

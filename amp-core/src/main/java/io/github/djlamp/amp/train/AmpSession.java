@@ -14,9 +14,9 @@ import ai.djl.training.listener.TrainingListener;
 import ai.djl.util.Pair;
 import io.github.djlamp.amp.AmpException;
 import io.github.djlamp.amp.AmpOptions;
-import io.github.djlamp.amp.cast.BufferSnapshot;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
-import io.github.djlamp.amp.cast.WeightCastCache;
+import io.github.djlamp.amp.cast.internal.BufferSnapshot;
+import io.github.djlamp.amp.cast.internal.WeightCastCache;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
 import io.github.djlamp.amp.scale.GradientSet;
@@ -106,14 +106,14 @@ public final class AmpSession implements AutoCloseable {
      */
     private void decide(Verdict decided) {
         verdict = decided;
-        verdictForward = block.getTrainingForwardCount();
+        verdictForward = block.getTrainingLink().getTrainingForwardCount();
     }
 
     /** The verdict, or UNCHECKED once a training forward pass has run since it was decided. */
     private Verdict current() {
         if (verdict != Verdict.UNCHECKED
                 && !heldForStep
-                && block.getTrainingForwardCount() != verdictForward) {
+                && block.getTrainingLink().getTrainingForwardCount() != verdictForward) {
             verdict = Verdict.UNCHECKED;
         }
         return verdict;
@@ -218,7 +218,7 @@ public final class AmpSession implements AutoCloseable {
             // the optimizer skips on the device: nothing needs the verdict on the host each step
             scaler.keepStateOnDevice(options.getHostSyncInterval());
         }
-        buffers = scaling.isEnabled() ? block.enableBufferSnapshots() : null;
+        buffers = scaling.isEnabled() ? block.getTrainingLink().enableBufferSnapshots() : null;
         lossHealth = null;
         if (scaling.isEnabled()) {
             sessionManager = manager.newSubManager(device);
@@ -228,7 +228,7 @@ public final class AmpSession implements AutoCloseable {
             sessionManager = null;
         }
         restoreSavedState(trainer.getModel());
-        block.setBeforeSave(this::saveCurrentState);
+        block.getTrainingLink().setBeforeSave(this::saveCurrentState);
     }
 
     /**
@@ -337,7 +337,7 @@ public final class AmpSession implements AutoCloseable {
      */
     private void throwFromClose(Trainer closing, RuntimeException divergence) {
         logger.error("djl-amp: found when the trainer closed: {}", divergence.getMessage());
-        ParameterStore store = block.getTrainingStore();
+        ParameterStore store = block.getTrainingLink().getTrainingStore();
         if (store != null) {
             store.sync();
         }
@@ -699,13 +699,13 @@ public final class AmpSession implements AutoCloseable {
      * Records that an optimizer state was loaded: until the next training forward, again is fine.
      */
     void markOptimizerStateLoaded() {
-        optimizerStateLoadedAt = block.getTrainingForwardCount();
+        optimizerStateLoadedAt = block.getTrainingLink().getTrainingForwardCount();
     }
 
     /** Whether an optimizer state was loaded and no training forward pass (so no step) followed. */
     boolean isOptimizerStateUntouchedSinceLoad() {
         return optimizerStateLoadedAt >= 0
-                && optimizerStateLoadedAt == block.getTrainingForwardCount();
+                && optimizerStateLoadedAt == block.getTrainingLink().getTrainingForwardCount();
     }
 
     /**
@@ -792,7 +792,7 @@ public final class AmpSession implements AutoCloseable {
      * @param parameterId the parameter's id
      */
     void weightUpdated(String parameterId) {
-        WeightCastCache cache = block.getCastCache();
+        WeightCastCache cache = block.getTrainingLink().getCastCache();
         if (cache != null) {
             cache.invalidate(parameterId);
         }
@@ -804,7 +804,7 @@ public final class AmpSession implements AutoCloseable {
      */
     private GradientSet gradients(NDManager stepManager) {
         GradientSet set = new GradientSet();
-        ParameterStore store = block.getTrainingStore();
+        ParameterStore store = block.getTrainingLink().getTrainingStore();
         Device[] devices = trainer.getDevices();
         refreshTrainable();
         for (Pair<String, Parameter> pair : trainable) {
@@ -843,8 +843,9 @@ public final class AmpSession implements AutoCloseable {
      * wrapping); otherwise a loop over cached flags.
      */
     private void refreshTrainable() {
-        if (parameters == null || parametersTreeVersion != block.getTreeVersion()) {
-            parametersTreeVersion = block.getTreeVersion();
+        if (parameters == null
+                || parametersTreeVersion != block.getTrainingLink().getTreeVersion()) {
+            parametersTreeVersion = block.getTrainingLink().getTreeVersion();
             parameters = new ArrayList<>();
             for (Pair<String, Parameter> pair : block.getParameters()) {
                 parameters.add(pair);
@@ -871,7 +872,7 @@ public final class AmpSession implements AutoCloseable {
     }
 
     private void clearTrainableGradients() {
-        if (block.getTrainingStore() == null) {
+        if (block.getTrainingLink().getTrainingStore() == null) {
             return;
         }
         try (NDManager scratch = trainer.getManager().newSubManager()) {

@@ -163,7 +163,7 @@ final class FusedUpdate {
      * @param parameterId the parameter DJL is updating
      */
     void update(AmpSession session, Device device, String parameterId) {
-        long forwards = session.getBlock().getTrainingForwardCount();
+        long forwards = session.getBlock().getTrainingLink().getTrainingForwardCount();
         boolean newStep = forwards != forwardsAtLaunch || seenThisStep.contains(parameterId);
         if (!newStep) {
             seenThisStep.add(parameterId);
@@ -174,7 +174,7 @@ final class FusedUpdate {
         forwardsAtLaunch = forwards;
         AmpBackend backend = session.getBackend();
         NDArray foundInf = session.getScaler().getFoundInfArray();
-        ParameterStore store = session.getBlock().getTrainingStore();
+        ParameterStore store = session.getBlock().getTrainingLink().getTrainingStore();
         try (NDManager scope = foundInf.getManager().newSubManager(device)) {
             NDList weights = new NDList();
             NDList grads = new NDList();

@@ -44,21 +44,17 @@ public final class ErrorBound {
      * @throws IllegalArgumentException for fp32, which has no 16-bit rounding to bound
      */
     public static ErrorBound of(Precision precision, long reductionLength) {
-        double unit;
-        double tiny;
-        switch (precision) {
-            case BF16:
-                unit = 0x1p-8;
-                tiny = 0x1p-126;
-                break;
-            case FP16:
-                unit = 0x1p-11;
-                tiny = 0x1p-24;
-                break;
-            default:
-                throw new IllegalArgumentException(
-                        "ErrorBound bounds 16-bit kernels (bf16, fp16), not " + precision);
-        }
+        return switch (precision) {
+            case BF16 -> sixteenBit(0x1p-8, 0x1p-126, reductionLength);
+            case FP16 -> sixteenBit(0x1p-11, 0x1p-24, reductionLength);
+            case FP32 ->
+                    throw new IllegalArgumentException(
+                            "ErrorBound bounds 16-bit kernels (bf16, fp16), not " + precision);
+        };
+    }
+
+    /** A 16-bit result's rounding (four units) and an fp32 accumulation's, above the tiny floor. */
+    private static ErrorBound sixteenBit(double unit, double tiny, long reductionLength) {
         double accumulation = 2.0 * Math.max(1, reductionLength) * FP32_UNIT_ROUNDOFF;
         return new ErrorBound(4 * unit + accumulation, tiny);
     }

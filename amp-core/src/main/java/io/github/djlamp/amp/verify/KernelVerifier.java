@@ -146,25 +146,21 @@ public final class KernelVerifier {
                     verdict.describeChoice());
             return;
         }
-        String now;
-        switch (verdict.getOutcome()) {
-            case OTHER_LAYOUT:
-                now = "it now runs in " + verdict.describeChoice();
-                break;
-            case FP32_FALLBACK:
-                now = "this layer now runs in fp32 at this shape";
-                break;
-            case PLATFORM_UNSOUND:
-                now =
-                        "fp32 itself is wrong here, so no fallback helps: the platform is unsound."
-                                + " On a CPU, restart the JVM with "
-                                + CPU_CURE
-                                + " in the environment (oneDNN's AVX-512 kernels are wrong on"
-                                + " some hypervisors; PyTorch issue 163347)";
-                break;
-            default:
-                now = "it runs unverified";
-        }
+        String now =
+                switch (verdict.getOutcome()) {
+                    case OTHER_LAYOUT -> "it now runs in " + verdict.describeChoice();
+                    case FP32_FALLBACK -> "this layer now runs in fp32 at this shape";
+                    case PLATFORM_UNSOUND ->
+                            "fp32 itself is wrong here, so no fallback helps: the platform is"
+                                    + " unsound. On a CPU, restart the JVM with "
+                                    + CPU_CURE
+                                    + " in the environment (oneDNN's AVX-512 kernels are wrong on"
+                                    + " some hypervisors; PyTorch issue 163347)";
+                    case NOT_CHECKED -> "it runs unverified";
+                    case VERIFIED ->
+                            throw new IllegalStateException(
+                                    "A verified kernel has no defect to report: " + verdict);
+                };
         logger.warn(
                 "djl-amp: the {} kernel of '{}' ({}, input {}, {}) {}: {}; {}. Check the"
                         + " platform and its cure with 'mvn -B -q -pl amp-doctor -am compile"

@@ -1,6 +1,7 @@
 package io.github.djlamp.amp.cast;
 
 import static org.junit.jupiter.api.Assertions.assertDoesNotThrow;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -20,6 +21,18 @@ class DeviceSupportTest {
     private static final DeviceCapabilities OLD_GPU =
             new DeviceCapabilities(
                     Device.gpu(), false, false, false, false, Precision.FP32, "CUDA 5.2");
+
+    @Test
+    void capabilitiesAnswerForEveryPrecision() {
+        for (Precision precision : Precision.values()) {
+            assertDoesNotThrow(() -> TURING.isSupported(precision));
+            assertDoesNotThrow(() -> TURING.isFast(precision));
+        }
+        assertTrue(OLD_GPU.isSupported(Precision.FP32));
+        assertTrue(OLD_GPU.isFast(Precision.FP32));
+        assertTrue(TURING.isSupported(Precision.FP16) && TURING.isFast(Precision.FP16));
+        assertFalse(TURING.isSupported(Precision.BF16) || TURING.isFast(Precision.BF16));
+    }
 
     @Test
     void bfloat16WhereTheDeviceHasNoneIsRejected() {

@@ -7,7 +7,6 @@ import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import ai.djl.Device;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Activation;
 import ai.djl.nn.Block;
@@ -16,17 +15,12 @@ import ai.djl.nn.convolutional.Conv2d;
 import ai.djl.nn.core.Linear;
 import ai.djl.nn.norm.BatchNorm;
 import ai.djl.nn.norm.LayerNorm;
-import io.github.djlamp.amp.spi.DeviceCapabilities;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
 
 class PrecisionPolicyTest {
 
     private static final Linear LINEAR = Linear.builder().setUnits(10).build();
-
-    private static DeviceCapabilities recommending(Precision precision) {
-        return new DeviceCapabilities(Device.cpu(), false, true, precision, "test");
-    }
 
     @Test
     void presetsHaveKerasNamesAndPrecisions() {
@@ -90,12 +84,10 @@ class PrecisionPolicyTest {
     @Test
     void autoResolvesToThePresetOfTheRecommendedPrecision() {
         PrecisionPolicy auto = PrecisionPolicy.auto();
-        assertEquals(
-                PrecisionPolicy.mixedBfloat16(), auto.resolveAuto(recommending(Precision.BF16)));
-        assertEquals(
-                PrecisionPolicy.mixedFloat16(), auto.resolveAuto(recommending(Precision.FP16)));
-        assertEquals(PrecisionPolicy.float32(), auto.resolveAuto(recommending(Precision.FP32)));
-        assertFalse(auto.resolveAuto(recommending(Precision.BF16)).isAuto());
+        assertEquals(PrecisionPolicy.mixedBfloat16(), auto.resolveAuto(Precision.BF16));
+        assertEquals(PrecisionPolicy.mixedFloat16(), auto.resolveAuto(Precision.FP16));
+        assertEquals(PrecisionPolicy.float32(), auto.resolveAuto(Precision.FP32));
+        assertFalse(auto.resolveAuto(Precision.BF16).isAuto());
     }
 
     @Test
@@ -105,7 +97,7 @@ class PrecisionPolicyTest {
                         .overridePath("01Linear", CastCategory.FP32)
                         .overrideClass(LayerNorm.class, CastCategory.LOW)
                         .build();
-        PrecisionPolicy resolved = auto.resolveAuto(recommending(Precision.BF16));
+        PrecisionPolicy resolved = auto.resolveAuto(Precision.BF16);
         assertEquals("mixed_bfloat16", resolved.getName());
         assertEquals(auto.getPathOverrides(), resolved.getPathOverrides());
         assertEquals(auto.getClassOverrides(), resolved.getClassOverrides());
@@ -114,10 +106,9 @@ class PrecisionPolicyTest {
     @Test
     void resolveAutoLeavesConcretePoliciesAlone() {
         PrecisionPolicy bf16 = PrecisionPolicy.mixedBfloat16();
-        assertSame(bf16, bf16.resolveAuto(recommending(Precision.FP16)));
+        assertSame(bf16, bf16.resolveAuto(Precision.FP16));
         assertSame(
-                PrecisionPolicy.float32(),
-                PrecisionPolicy.float32().resolveAuto(recommending(Precision.BF16)));
+                PrecisionPolicy.float32(), PrecisionPolicy.float32().resolveAuto(Precision.BF16));
     }
 
     @Test

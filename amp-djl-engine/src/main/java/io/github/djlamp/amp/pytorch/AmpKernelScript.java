@@ -238,26 +238,20 @@ final class AmpKernelScript {
 
     /** PyTorch's ScalarType code of a precision. */
     static int dtypeCode(Precision precision) {
-        switch (precision) {
-            case FP16:
-                return HALF;
-            case BF16:
-                return BFLOAT16;
-            default:
-                return FLOAT;
-        }
+        return switch (precision) {
+            case FP32 -> FLOAT;
+            case FP16 -> HALF;
+            case BF16 -> BFLOAT16;
+        };
     }
 
     /** PyTorch's MemoryFormat code of a layout: 0 contiguous, 1 preserve, 2 channels-last. */
     static int memoryFormat(MemoryLayout layout) {
-        switch (layout) {
-            case CONTIGUOUS:
-                return 0;
-            case CHANNELS_LAST:
-                return 2;
-            default:
-                return 1;
-        }
+        return switch (layout) {
+            case CONTIGUOUS -> 0;
+            case PRESERVE -> 1;
+            case CHANNELS_LAST -> 2;
+        };
     }
 
     /** The name of the method that casts to a precision and layout, e.g. {@code to_bf16_2}. */

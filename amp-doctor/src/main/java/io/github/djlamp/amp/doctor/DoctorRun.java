@@ -250,20 +250,18 @@ final class DoctorRun {
 
     /** A short description of a loss scaling configuration, for tables. */
     static String describe(LossScaling scaling) {
-        switch (scaling.getMode()) {
-            case NONE:
-                return "none";
-            case STATIC:
-                return "static " + formatScale(scaling.getInitScale());
-            default:
-                return String.format(
-                        Locale.ROOT,
-                        "dynamic (from %s, x%s every %d clean steps, x%s on overflow)",
-                        formatScale(scaling.getInitScale()),
-                        trim(scaling.getGrowthFactor()),
-                        scaling.getGrowthInterval(),
-                        trim(scaling.getBackoffFactor()));
-        }
+        return switch (scaling.getMode()) {
+            case NONE -> "none";
+            case STATIC -> "static " + formatScale(scaling.getInitScale());
+            case DYNAMIC ->
+                    String.format(
+                            Locale.ROOT,
+                            "dynamic (from %s, x%s every %d clean steps, x%s on overflow)",
+                            formatScale(scaling.getInitScale()),
+                            trim(scaling.getGrowthFactor()),
+                            scaling.getGrowthInterval(),
+                            trim(scaling.getBackoffFactor()));
+        };
     }
 
     /** Writes a scale as an integer when it is one, else with its decimals. */

@@ -109,14 +109,11 @@ public final class PlatformReport {
      * @return the status
      */
     public int exitCode() {
-        switch (verdict) {
-            case SOUND:
-                return 0;
-            case DEFECTS_FOUND:
-                return 1;
-            default:
-                return 2;
-        }
+        return switch (verdict) {
+            case SOUND -> 0;
+            case DEFECTS_FOUND -> 1;
+            case NOT_CHECKED -> 2;
+        };
     }
 
     /**
@@ -209,39 +206,39 @@ public final class PlatformReport {
      * @return the summary
      */
     public String summary() {
-        switch (verdict) {
-            case SOUND:
-                return String.format(
-                        Locale.ROOT,
-                        "Platform check: sound. All %d cases (%s; convolutions and a GEMM, forward"
-                                + " and backward) computed right on %s with %s, in a child JVM"
-                                + " (pid %s, %.1f s).",
-                        cases.size(),
-                        String.join(", ", precisions()),
-                        device,
-                        engine,
-                        childPids.isEmpty() ? "?" : childPids.get(0),
-                        seconds);
-            case DEFECTS_FOUND:
-                return String.format(
-                        Locale.ROOT,
-                        "Platform check: DEFECTS FOUND on %s with %s: %s (of %d cases, in %d child"
-                                + " JVM%s, %.1f s). %s",
-                        device,
-                        engine,
-                        countDefects(),
-                        cases.size(),
-                        childPids.size(),
-                        childPids.size() == 1 ? "" : "s",
-                        seconds,
-                        cureSentence());
-            default:
-                return String.format(
-                        Locale.ROOT,
-                        "Platform check: not checked (%.1f s): %s",
-                        seconds,
-                        problem == null ? "no case ran" : problem);
-        }
+        return switch (verdict) {
+            case SOUND ->
+                    String.format(
+                            Locale.ROOT,
+                            "Platform check: sound. All %d cases (%s; convolutions and a GEMM, forward"
+                                    + " and backward) computed right on %s with %s, in a child JVM"
+                                    + " (pid %s, %.1f s).",
+                            cases.size(),
+                            String.join(", ", precisions()),
+                            device,
+                            engine,
+                            childPids.isEmpty() ? "?" : childPids.get(0),
+                            seconds);
+            case DEFECTS_FOUND ->
+                    String.format(
+                            Locale.ROOT,
+                            "Platform check: DEFECTS FOUND on %s with %s: %s (of %d cases, in %d child"
+                                    + " JVM%s, %.1f s). %s",
+                            device,
+                            engine,
+                            countDefects(),
+                            cases.size(),
+                            childPids.size(),
+                            childPids.size() == 1 ? "" : "s",
+                            seconds,
+                            cureSentence());
+            case NOT_CHECKED ->
+                    String.format(
+                            Locale.ROOT,
+                            "Platform check: not checked (%.1f s): %s",
+                            seconds,
+                            problem == null ? "no case ran" : problem);
+        };
     }
 
     /**
@@ -262,7 +259,7 @@ public final class PlatformReport {
             return lines;
         }
         switch (cure) {
-            case VERIFIED:
+            case VERIFIED -> {
                 lines.add(
                         "Fix: start the JVM that trains with "
                                 + PlatformCheck.CURE
@@ -275,24 +272,22 @@ public final class PlatformReport {
                                 + " here: train with the policy \"float32\", or measure with"
                                 + " AmpDoctor.");
                 lines.add("Check again: " + PlatformCheck.CURE + " " + recheck);
-                break;
-            case NOT_TRIED:
-                lines.add(
-                        "Try: start the JVM that trains with "
-                                + PlatformCheck.CURE
-                                + " in its environment, and check again: "
-                                + PlatformCheck.CURE
-                                + " "
-                                + recheck);
-                break;
-            case NOT_APPLICABLE:
-                lines.add(
-                        "The defects are on "
-                                + device
-                                + ": update the GPU driver and CUDA libraries, and check again: "
-                                + recheck);
-                break;
-            default:
+            }
+            case NOT_TRIED ->
+                    lines.add(
+                            "Try: start the JVM that trains with "
+                                    + PlatformCheck.CURE
+                                    + " in its environment, and check again: "
+                                    + PlatformCheck.CURE
+                                    + " "
+                                    + recheck);
+            case NOT_APPLICABLE ->
+                    lines.add(
+                            "The defects are on "
+                                    + device
+                                    + ": update the GPU driver and CUDA libraries, and check again: "
+                                    + recheck);
+            case DID_NOT_CURE, ALREADY_SET, NOT_NEEDED -> {
                 lines.add(
                         "No known cure worked here. Where only 16-bit cases fail, train with the"
                                 + " policy \"float32\"; where fp32 cases fail or crash, this"
@@ -300,6 +295,8 @@ public final class PlatformReport {
                                 + " another machine or PyTorch build, and report it upstream with"
                                 + " the JVM error file named above.");
                 lines.add("Check again: " + recheck);
+            }
+            default -> throw new IllegalStateException("Unknown cure " + cure);
         }
         lines.add(
                 "Known upstream: PyTorch issue 163347 (https://github.com/pytorch/pytorch/issues/163347),"
@@ -368,18 +365,15 @@ public final class PlatformReport {
     }
 
     private String cureSentence() {
-        switch (cure) {
-            case VERIFIED:
-                return PlatformCheck.CURE + " in the environment cures it (verified here).";
-            case DID_NOT_CURE:
-                return PlatformCheck.CURE + " in the environment did not cure it.";
-            case ALREADY_SET:
-                return PlatformCheck.CURE + " is already in the environment: it does not cure it.";
-            case NOT_APPLICABLE:
-                return "The CPU cure " + PlatformCheck.CURE + " does not apply to " + device + ".";
-            default:
-                return PlatformCheck.CURE + " was not tried.";
-        }
+        return switch (cure) {
+            case VERIFIED -> PlatformCheck.CURE + " in the environment cures it (verified here).";
+            case DID_NOT_CURE -> PlatformCheck.CURE + " in the environment did not cure it.";
+            case ALREADY_SET ->
+                    PlatformCheck.CURE + " is already in the environment: it does not cure it.";
+            case NOT_APPLICABLE ->
+                    "The CPU cure " + PlatformCheck.CURE + " does not apply to " + device + ".";
+            case NOT_TRIED, NOT_NEEDED -> PlatformCheck.CURE + " was not tried.";
+        };
     }
 
     private String countDefects() {
@@ -389,23 +383,15 @@ public final class PlatformReport {
             if (count == 0 || status == PlatformCase.Status.OK) {
                 continue;
             }
-            String what;
-            switch (status) {
-                case WRONG:
-                    what = "computed wrong";
-                    break;
-                case FAILED:
-                    what = "failed";
-                    break;
-                case CRASHED:
-                    what = "crashed the JVM";
-                    break;
-                case TIMED_OUT:
-                    what = "timed out";
-                    break;
-                default:
-                    what = "did not run";
-            }
+            String what =
+                    switch (status) {
+                        case WRONG -> "computed wrong";
+                        case FAILED -> "failed";
+                        case CRASHED -> "crashed the JVM";
+                        case TIMED_OUT -> "timed out";
+                        case NOT_RUN -> "did not run";
+                        case OK -> throw new IllegalStateException("OK is not a defect");
+                    };
             parts.add(count + (count == 1 ? " case " : " cases ") + what);
         }
         return String.join(", ", parts);

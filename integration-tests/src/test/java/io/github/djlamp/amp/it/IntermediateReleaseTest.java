@@ -29,7 +29,8 @@ import org.junit.jupiter.api.Test;
  * The wrapper drops its handles to the activations the forward pass no longer reads, so that
  * PyTorch frees those autograd does not save: after a bf16 forward of ResNetV1-18 only the input,
  * the output and the step's weight casts stay on the batch's manager, and the output and the
- * gradients are bitwise those of a run that keeps every handle.
+ * gradients are bitwise those of a run that keeps every handle. The switch is read when the block
+ * is wrapped.
  */
 class IntermediateReleaseTest {
 
@@ -61,9 +62,26 @@ class IntermediateReleaseTest {
                         + ")");
     }
 
+    /** The property is read once, by Amp.wrap: what it says during forward changes nothing. */
+    @Test
+    void theSettingIsReadWhenTheBlockIsWrapped() {
+        Run kept = run(false, true);
+        Run released = run(true, false);
+        assertArrayEquals(kept.output, released.output, "the forward output");
+        assertTrue(
+                kept.activations > 4 * RESIDUAL_UNITS,
+                "wrapped with the release off: " + kept.activations);
+        assertTrue(
+                released.activations <= 3, "wrapped with the release on: " + released.activations);
+    }
+
     private static Run run(boolean release) {
+        return run(release, release);
+    }
+
+    private static Run run(boolean releaseWhenWrapped, boolean releaseDuringForward) {
         String before = System.getProperty(PROPERTY);
-        System.setProperty(PROPERTY, Boolean.toString(release));
+        System.setProperty(PROPERTY, Boolean.toString(releaseWhenWrapped));
         Engine.getInstance().setRandomSeed(5);
         Block block =
                 ResNetV1.builder()
@@ -71,8 +89,9 @@ class IntermediateReleaseTest {
                         .setNumLayers(18)
                         .setOutSize(10)
                         .build();
-        try (Model model = Model.newInstance("release-" + release, "PyTorch")) {
+        try (Model model = Model.newInstance("release-" + releaseWhenWrapped, "PyTorch")) {
             model.setBlock(Amp.wrap(block, "mixed_bfloat16"));
+            System.setProperty(PROPERTY, Boolean.toString(releaseDuringForward));
             DefaultTrainingConfig config =
                     new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss())
                             .optOptimizer(

@@ -81,7 +81,7 @@ class WrapperSmokeTest {
                 assertEquals(80, session.getScaler().getSteps());
                 MixedPrecisionBlock block = (MixedPrecisionBlock) model.getBlock();
                 // 2 weights + 2 biases, cast once per training step and once per evaluation
-                assertEquals(4 * (80 + 20), block.getCastCache().getCastsMade());
+                assertEquals(4 * (80 + 20), block.getTrainingLink().getCastCache().getCastsMade());
                 NDList out = trainer.evaluate(new NDList(x.get("0:2")));
                 assertEquals(DataType.FLOAT32, out.singletonOrThrow().getDataType());
             }

@@ -130,7 +130,7 @@ final class BookkeepingCommand implements Callable<Integer> {
      */
     private static int gradientHandles(TrainingRig rig, Batch batch) {
         MixedPrecisionBlock block = (MixedPrecisionBlock) rig.getTrainer().getModel().getBlock();
-        ParameterStore store = block.getTrainingStore();
+        ParameterStore store = block.getTrainingLink().getTrainingStore();
         int count = 0;
         for (Pair<String, Parameter> pair : block.getParameters()) {
             Parameter parameter = pair.getValue();

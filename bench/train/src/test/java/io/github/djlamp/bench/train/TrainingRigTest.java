@@ -42,7 +42,7 @@ class TrainingRigTest {
             assertEquals(STEPS, session.getScaler().getSteps());
             MixedPrecisionBlock block =
                     (MixedPrecisionBlock) rig.getTrainer().getModel().getBlock();
-            assertTrue(block.getCastCache().getCastsMade() > 0);
+            assertTrue(block.getTrainingLink().getCastCache().getCastsMade() > 0);
         }
     }
 
@@ -72,7 +72,7 @@ class TrainingRigTest {
             assertEquals(0, session.getScaler().getSkippedSteps());
             MixedPrecisionBlock block =
                     (MixedPrecisionBlock) rig.getTrainer().getModel().getBlock();
-            assertEquals(0, block.getCastCache().getCastsMade());
+            assertEquals(0, block.getTrainingLink().getCastCache().getCastsMade());
         }
     }
 

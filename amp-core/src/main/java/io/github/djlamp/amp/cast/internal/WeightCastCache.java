@@ -1,4 +1,4 @@
-package io.github.djlamp.amp.cast;
+package io.github.djlamp.amp.cast.internal;
 
 import ai.djl.Device;
 import ai.djl.ndarray.NDArray;
@@ -8,7 +8,6 @@ import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.MemoryLayout;
 import java.util.Map;
-import java.util.Objects;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 
@@ -59,7 +58,7 @@ public final class WeightCastCache {
                 entries.computeIfAbsent(parameter.getId(), id -> new ConcurrentHashMap<>());
         Entry cached = casts.get(key);
         if (cached != null && cached.isValidFor(master, stepManager)) {
-            return cached.cast;
+            return cached.cast();
         }
         NDArray cast = cast(master, target, layout, stepManager);
         casts.put(key, new Entry(master, cast));
@@ -106,15 +105,7 @@ public final class WeightCastCache {
     }
 
     /** A cast and the master it was made from: loading a model replaces the master arrays. */
-    private static final class Entry {
-        final NDArray master;
-        final NDArray cast;
-
-        Entry(NDArray master, NDArray cast) {
-            this.master = master;
-            this.cast = cast;
-        }
-
+    private record Entry(NDArray master, NDArray cast) {
         boolean isValidFor(NDArray currentMaster, NDManager stepManager) {
             return master == currentMaster
                     && !cast.isReleased()
@@ -122,29 +113,5 @@ public final class WeightCastCache {
         }
     }
 
-    private static final class Key {
-        final Device device;
-        final Precision precision;
-        final MemoryLayout layout;
-
-        Key(Device device, Precision precision, MemoryLayout layout) {
-            this.device = device;
-            this.precision = precision;
-            this.layout = layout;
-        }
-
-        @Override
-        public boolean equals(Object o) {
-            if (!(o instanceof Key)) {
-                return false;
-            }
-            Key k = (Key) o;
-            return device.equals(k.device) && precision == k.precision && layout == k.layout;
-        }
-
-        @Override
-        public int hashCode() {
-            return Objects.hash(device, precision, layout);
-        }
-    }
+    private record Key(Device device, Precision precision, MemoryLayout layout) {}
 }

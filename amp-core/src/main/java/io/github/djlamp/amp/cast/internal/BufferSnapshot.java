@@ -1,4 +1,4 @@
-package io.github.djlamp.amp.cast;
+package io.github.djlamp.amp.cast.internal;
 
 import ai.djl.Device;
 import ai.djl.ndarray.NDArray;

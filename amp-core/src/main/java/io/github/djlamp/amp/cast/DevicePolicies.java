@@ -1,0 +1,143 @@
+package io.github.djlamp.amp.cast;
+
+import ai.djl.Device;
+import ai.djl.ndarray.NDManager;
+import ai.djl.nn.Block;
+import io.github.djlamp.amp.cast.internal.WeightCastCache;
+import io.github.djlamp.amp.policy.Precision;
+import io.github.djlamp.amp.policy.PrecisionPolicy;
+import io.github.djlamp.amp.spi.AmpBackend;
+import io.github.djlamp.amp.spi.AmpBackends;
+import io.github.djlamp.amp.spi.DeviceCapabilities;
+import io.github.djlamp.amp.verify.CanonicalKernels;
+import io.github.djlamp.amp.verify.KernelVerification;
+import io.github.djlamp.amp.verify.KernelVerifier;
+import java.util.HashSet;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The concrete policy of a wrapped block on each device, with the shadow tree that runs it: {@code
+ * auto} resolved from what the engine layer says of the device (and, with kernel verification on,
+ * what the check of the canonical layers finds there), then checked against the device.
+ *
+ * <p>The engine layer is found at the first use, from the manager of the first input, with the
+ * weight cast cache and the kernel verifier that work through it.
+ */
+final class DevicePolicies {
+
+    // under the wrapper's name, where a user configuring djl-amp's logging looks for it
+    private static final Logger logger = LoggerFactory.getLogger(MixedPrecisionBlock.class);
+
+    /**
+     * A policy resolved for one device: the concrete policy, its shadow tree, the structure of the
+     * tree it was built from and why the policy was chosen.
+     */
+    record Resolved(PrecisionPolicy policy, Block shadow, TreeStructure structure, String reason) {}
+
+    private final Block original;
+    private final PrecisionPolicy policy;
+    private final KernelVerification verification;
+    private final IntermediateRelease release;
+    private final Map<Device, Resolved> resolved = new ConcurrentHashMap<>();
+    private volatile AmpBackend backend;
+    private volatile WeightCastCache castCache;
+    private volatile KernelVerifier verifier;
+
+    DevicePolicies(
+            Block original,
+            PrecisionPolicy policy,
+            KernelVerification verification,
+            IntermediateRelease release) {
+        this.original = original;
+        this.policy = policy;
+        this.verification = verification;
+        this.release = release;
+    }
+
+    /** Returns the policy and shadow tree for a device, resolved at its first use. */
+    Resolved get(Device device, NDManager manager) {
+        Resolved r = resolved.get(device);
+        if (r != null) {
+            return r;
+        }
+        findBackend(manager);
+        return resolved.computeIfAbsent(device, d -> resolve(d, manager));
+    }
+
+    /** Forgets every device's resolution: the tree has changed and needs new shadows. */
+    void forget() {
+        resolved.clear();
+    }
+
+    /** Returns the engine layer, or null before the first use. */
+    AmpBackend backend() {
+        return backend;
+    }
+
+    /** Returns the weight cast cache, or null before the first use. */
+    WeightCastCache castCache() {
+        return castCache;
+    }
+
+    /** Returns the kernel verifier, or null before the first use and when verification is off. */
+    KernelVerifier verifier() {
+        return verifier;
+    }
+
+    /** Returns the compute precisions of the devices resolved so far. */
+    Set<Precision> computePrecisions() {
+        Set<Precision> precisions = new HashSet<>();
+        for (Resolved r : resolved.values()) {
+            precisions.add(r.policy().getComputePrecision());
+        }
+        return precisions;
+    }
+
+    private void findBackend(NDManager manager) {
+        if (backend != null) {
+            return;
+        }
+        synchronized (this) {
+            if (backend == null) {
+                AmpBackend found = AmpBackends.forManager(manager);
+                castCache = new WeightCastCache(found);
+                if (verification == KernelVerification.ON) {
+                    verifier = new KernelVerifier(found);
+                }
+                backend = found;
+            }
+        }
+    }
+
+    private Resolved resolve(Device device, NDManager manager) {
+        DeviceCapabilities caps = backend.capabilities(device);
+        if (policy.isAuto() && verification == KernelVerification.ON) {
+            caps = confirmAuto(caps, manager);
+        }
+        PrecisionPolicy concrete =
+                policy.isAuto() ? policy.resolveAuto(caps.getRecommended()) : policy;
+        DeviceSupport.check(concrete, caps);
+        Fp32FallbackWarning.warnIfAny(original, concrete);
+        return new Resolved(
+                concrete,
+                ShadowTree.build(original, concrete, release),
+                TreeStructure.of(original),
+                caps.getReason());
+    }
+
+    /**
+     * Under {@code auto}, a 16-bit precision the device's flags recommend is taken only when the
+     * canonical layers' kernels pass the check in it.
+     */
+    private DeviceCapabilities confirmAuto(DeviceCapabilities caps, NDManager manager) {
+        DeviceCapabilities confirmed = CanonicalKernels.confirm(backend, caps, manager);
+        if (confirmed != caps) {
+            logger.warn("djl-amp: auto on {}: {}", caps.getDevice(), confirmed.getReason());
+        }
+        return confirmed;
+    }
+}

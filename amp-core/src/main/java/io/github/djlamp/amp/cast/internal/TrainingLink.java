@@ -1,0 +1,138 @@
+package io.github.djlamp.amp.cast.internal;
+
+import ai.djl.Device;
+import ai.djl.nn.Block;
+import ai.djl.training.ParameterStore;
+import io.github.djlamp.amp.spi.AmpBackend;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Supplier;
+
+/**
+ * What a {@code MixedPrecisionBlock} shares with djl-amp's trainer glue and with nothing else: what
+ * its training forward passes leave behind (the trainer's parameter store, their count, the version
+ * of the tree they ran, the step's weight casts) and what the glue asks of them (running statistics
+ * copied before each step, an action before the model is saved).
+ *
+ * <p>Reached through {@code MixedPrecisionBlock.getTrainingLink()}; this package is not part of
+ * djl-amp's API. Each block has one link for its lifetime; its fields are written by forward passes
+ * and read by the glue between them.
+ */
+public final class TrainingLink {
+
+    private final Supplier<WeightCastCache> castCache;
+    private final AtomicLong trainingForwards = new AtomicLong();
+    private volatile ParameterStore trainingStore;
+    private volatile BufferSnapshot bufferSnapshot;
+    private volatile int treeVersion;
+    private volatile Runnable beforeSave;
+
+    /**
+     * Creates the link of one block.
+     *
+     * @param castCache where the block's weight cast cache is found (null before its first forward)
+     */
+    public TrainingLink(Supplier<WeightCastCache> castCache) {
+        this.castCache = castCache;
+    }
+
+    /**
+     * Returns the cast cache, or null before the first forward.
+     *
+     * @return the weight cast cache
+     */
+    public WeightCastCache getCastCache() {
+        return castCache.get();
+    }
+
+    /**
+     * Returns the parameter store of the last training forward: the trainer's own, through which
+     * every device's copy of every parameter (and its gradient) is reached.
+     *
+     * @return the store, or null before the first training forward
+     */
+    public ParameterStore getTrainingStore() {
+        return trainingStore;
+    }
+
+    /**
+     * Returns a number that changes each time a forward pass finds that the user changed the
+     * wrapped tree (a new head after {@code removeLastBlock()} and {@code add(...)}), so that what
+     * lists the tree's parameters lists them again.
+     *
+     * @return the version of the tree the last forward ran
+     */
+    public int getTreeVersion() {
+        return treeVersion;
+    }
+
+    /**
+     * Returns how many training forward passes the block has run: new gradients can only have come
+     * from one of them.
+     *
+     * @return the count of forward passes with {@code training} true
+     */
+    public long getTrainingForwardCount() {
+        return trainingForwards.get();
+    }
+
+    /**
+     * Makes every training forward copy the running statistics (BatchNorm) first, so that a step
+     * skipped for overflow can restore them: the trainer glue turns this on whenever steps can be
+     * skipped.
+     *
+     * @return the snapshot the forward passes fill
+     */
+    public BufferSnapshot enableBufferSnapshots() {
+        if (bufferSnapshot == null) {
+            bufferSnapshot = new BufferSnapshot();
+        }
+        return bufferSnapshot;
+    }
+
+    /**
+     * Sets what runs when {@code Model.save} starts writing the block: the trainer glue writes the
+     * current loss scaler state into the model's properties there, so that a save made between the
+     * scaler's periodic host reads carries the current state.
+     *
+     * @param action what to run, or null for nothing
+     */
+    public void setBeforeSave(Runnable action) {
+        beforeSave = action;
+    }
+
+    /**
+     * Records a training forward pass, before it runs: counts it, keeps its store and copies the
+     * running statistics when snapshots are on.
+     *
+     * @param store the trainer's parameter store the pass was given
+     * @param block the wrapped block, whose running statistics are copied
+     * @param device the device of the pass
+     * @param backend the engine layer that copies
+     */
+    public void recordTrainingForward(
+            ParameterStore store, Block block, Device device, AmpBackend backend) {
+        trainingForwards.incrementAndGet();
+        trainingStore = store;
+        BufferSnapshot snapshot = bufferSnapshot;
+        if (snapshot != null) {
+            snapshot.take(store, block, device, backend);
+        }
+    }
+
+    /** Notes that the user changed the wrapped tree: what lists its parameters lists them again. */
+    public void treeChanged() {
+        treeVersion++;
+        BufferSnapshot snapshot = bufferSnapshot;
+        if (snapshot != null) {
+            snapshot.forgetTree();
+        }
+    }
+
+    /** Runs the before-save action, if one is set. */
+    public void runBeforeSave() {
+        Runnable action = beforeSave;
+        if (action != null) {
+            action.run();
+        }
+    }
+}
