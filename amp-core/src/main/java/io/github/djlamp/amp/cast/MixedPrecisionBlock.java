@@ -99,7 +99,7 @@ public final class MixedPrecisionBlock implements Block {
      *     MemoryLayout#CHANNELS_LAST} or {@link MemoryLayout#PRESERVE}
      * @throws IllegalArgumentException when an override of the policy names no block in the tree
      * @throws io.github.djlamp.amp.AmpException when an override would hand bf16 arrays to a block
-     *     that may call softmax (which terminates the JVM in DJL 0.35.1)
+     *     that may call softmax (which terminates the JVM in DJL's PyTorch engine)
      */
     public MixedPrecisionBlock(Block original, PrecisionPolicy policy, MemoryLayout lowLayout) {
         this(original, policy, lowLayout, KernelVerification.ON);
@@ -118,7 +118,7 @@ public final class MixedPrecisionBlock implements Block {
      *     KernelVerification#OFF} to trust the platform
      * @throws IllegalArgumentException when an override of the policy names no block in the tree
      * @throws io.github.djlamp.amp.AmpException when an override would hand bf16 arrays to a block
-     *     that may call softmax (which terminates the JVM in DJL 0.35.1)
+     *     that may call softmax (which terminates the JVM in DJL's PyTorch engine)
      */
     public MixedPrecisionBlock(
             Block original,
@@ -551,9 +551,9 @@ public final class MixedPrecisionBlock implements Block {
     /**
      * {@inheritDoc}
      *
-     * <p>Also runs the {@link #setBeforeSave before-save action}: DJL 0.35.1's {@code
-     * BaseModel.save} asks the block for its inputs just before it writes the model's properties,
-     * and nothing else in training asks.
+     * <p>Also runs the {@link #setBeforeSave before-save action}: DJL's {@code BaseModel.save} asks
+     * the block for its inputs just before it writes the model's properties, and nothing else in
+     * training asks.
      */
     @Override
     public PairList<String, Shape> describeInput() {
