@@ -73,7 +73,7 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
      *     MemoryLayout#CHANNELS_LAST} or {@link MemoryLayout#PRESERVE}
      * @throws IllegalArgumentException when an override of the policy names no block in the tree
      * @throws io.github.djlamp.amp.AmpException when an override would hand bf16 arrays to a block
-     *     that may call softmax (which terminates the JVM in DJL 0.35.1)
+     *     that may call softmax (which terminates the JVM in DJL's PyTorch engine)
      */
     public MixedPrecisionBlock(Block original, PrecisionPolicy policy, MemoryLayout lowLayout) {
         this(original, policy, lowLayout, KernelVerification.ON);
@@ -94,7 +94,7 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
      * @throws IllegalArgumentException when an override of the policy names no block in the tree,
      *     or when {@code -Ddjlamp.amp.releaseIntermediates} is neither true nor false
      * @throws io.github.djlamp.amp.AmpException when an override would hand bf16 arrays to a block
-     *     that may call softmax (which terminates the JVM in DJL 0.35.1)
+     *     that may call softmax (which terminates the JVM in DJL's PyTorch engine)
      */
     public MixedPrecisionBlock(
             Block original,
@@ -317,9 +317,9 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
     /**
      * {@inheritDoc}
      *
-     * <p>Also runs the trainer glue's before-save action ({@code TrainingLink.setBeforeSave}): DJL
-     * 0.35.1's {@code BaseModel.save} asks the block for its inputs just before it writes the
-     * model's properties, and nothing else in training asks.
+     * <p>Also runs the trainer glue's before-save action ({@code TrainingLink.setBeforeSave}): DJL's
+     * {@code BaseModel.save} asks the block for its inputs just before it writes the model's
+     * properties, and nothing else in training asks.
      */
     @Override
     public PairList<String, Shape> describeInput() {

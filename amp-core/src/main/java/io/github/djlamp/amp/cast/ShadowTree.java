@@ -12,12 +12,12 @@ import ai.djl.training.ParameterStore;
 import ai.djl.util.Pair;
 import ai.djl.util.PairList;
 import io.github.djlamp.amp.AmpException;
+import io.github.djlamp.amp.internal.DjlSeam;
 import io.github.djlamp.amp.policy.BlockPaths;
 import io.github.djlamp.amp.policy.CastCategory;
 import io.github.djlamp.amp.policy.DefaultCastRules;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
-import java.lang.reflect.Field;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.function.Function;
@@ -74,7 +74,7 @@ final class ShadowTree {
     /**
      * Under bf16, a join of unknown content sees fp32 branch outputs: like any lambda it may call
      * softmax or build {@code ones(shape, x.getDataType())}, and either terminates the JVM on a
-     * bf16 array in DJL 0.35.1. Known joins (the model zoo's) stay 16-bit.
+     * bf16 array in DJL's PyTorch engine. Known joins (the model zoo's) stay 16-bit.
      */
     static boolean joinNeedsFp32(ParallelBlock block, PrecisionPolicy policy) {
         return policy.getComputePrecision() == Precision.BF16
@@ -97,10 +97,10 @@ final class ShadowTree {
     }
 
     /**
-     * Under bf16, only blocks djl-amp knows to be safe may see bf16 arrays: DJL 0.35.1 terminates
-     * the JVM when softmax, logSoftmax or backward meet one, and an overridden block of unknown
-     * content may call them. An override on a container reaches everything inside it, so all of it
-     * is checked, joins included.
+     * Under bf16, only blocks djl-amp knows to be safe may see bf16 arrays: DJL's PyTorch engine
+     * terminates the JVM when softmax, logSoftmax or backward meet one, and an overridden block of
+     * unknown content may call them. An override on a container reaches everything inside it, so
+     * all of it is checked, joins included.
      */
     private static void requireBf16Safe(
             Block block, String path, CastCategory category, PrecisionPolicy policy) {
@@ -122,8 +122,10 @@ final class ShadowTree {
                         + category.configName()
                         + " in bfloat16, which reaches "
                         + hazard
-                        + ": if it calls softmax or logSoftmax on a bf16 array, DJL 0.35.1's"
-                        + " PyTorch engine terminates the JVM. Remove the override, or use"
+                        + ": if it calls softmax or logSoftmax on a bf16 array, DJL's PyTorch"
+                        + " engine terminates the JVM ("
+                        + DjlSeam.testedDjlVersions()
+                        + "). Remove the override, or use"
                         + " mixed_float16, where this block may run in 16 bits, or, for your own"
                         + " block, implement io.github.djlamp.amp.policy.LowPrecisionSafe (for a"
                         + " class you cannot change, vouch for it in the policy: class:"
@@ -131,17 +133,15 @@ final class ShadowTree {
                         + "=trusted).");
     }
 
-    @SuppressWarnings("unchecked")
     private static Function<List<NDList>, NDList> joinOf(ParallelBlock block) {
         try {
-            Field field = ParallelBlock.class.getDeclaredField("function");
-            field.setAccessible(true);
-            return (Function<List<NDList>, NDList>) field.get(block);
-        } catch (ReflectiveOperationException | RuntimeException e) {
+            return DjlSeam.parallelJoin(block);
+        } catch (AmpException e) {
             throw new AmpException(
-                    "Cannot read the join function of a ParallelBlock (DJL "
-                            + "0.35.1 keeps it in the private field 'function'); with another DJL"
-                            + " version, override ParallelBlocks as fp32 in the precision policy",
+                    "Cannot read the join function of a ParallelBlock, which DJL keeps in a"
+                            + " private field. With this DJL version, override ParallelBlocks as"
+                            + " fp32 in the precision policy. "
+                            + e.getMessage(),
                     e);
         }
     }

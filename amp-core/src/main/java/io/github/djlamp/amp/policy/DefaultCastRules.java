@@ -46,9 +46,9 @@ import java.util.function.Predicate;
  * SequentialBlock} or {@code ParallelBlock} that declares its own {@code forward} or {@code
  * forwardInternal} may run its children differently, so it is an opaque composite.
  *
- * <p>The PASS_THROUGH rows were checked with DJL 0.35.1 and PyTorch 2.7.1 on CPU: BatchNorm,
- * GhostBatchNorm, Dropout and each listed lambda ran forward and backward, training and inference,
- * on bf16 input, returned bf16 and passed gradients back.
+ * <p>The PASS_THROUGH rows were checked with DJL 0.35.1 (0.36.0 has the same code) and PyTorch
+ * 2.7.1 on CPU: BatchNorm, GhostBatchNorm, Dropout and each listed lambda ran forward and backward,
+ * training and inference, on bf16 input, returned bf16 and passed gradients back.
  */
 public final class DefaultCastRules {
 
@@ -68,8 +68,8 @@ public final class DefaultCastRules {
                             "convolution: on autocast's lower-precision list",
                             b -> b instanceof Convolution,
                             CastCategory.LOW),
-                    // Transposed convolution is on autocast's lower-precision list too, but DJL
-                    // 0.35.1's PyTorch engine does not implement it (PtNDArrayEx.deconvolution
+                    // Transposed convolution is on autocast's lower-precision list too, but DJL's
+                    // PyTorch engine does not implement it (PtNDArrayEx.deconvolution
                     // throws UnsupportedOperationException) and no engine has been checked with
                     // 16-bit input: kept in fp32 until it can be tested. Override to LOW to try.
                     new Rule(
@@ -160,8 +160,8 @@ public final class DefaultCastRules {
      * djl-amp can see does: every block it reaches must be one djl-amp runs in 16 bits by default
      * (a convolution, a linear layer, BatchNorm, a known lambda, a block marked {@link
      * LowPrecisionSafe}), and every ParallelBlock join it reaches must be a known one. Under bf16,
-     * DJL 0.35.1 terminates the JVM when softmax or logSoftmax meet a bf16 array, and code of
-     * unknown content may call them.
+     * DJL's PyTorch engine terminates the JVM when softmax or logSoftmax meet a bf16 array, and
+     * code of unknown content may call them.
      *
      * @param block the block an override or a default would run in 16 bits
      * @param path its path, for the message

@@ -2,12 +2,14 @@ package io.github.djlamp.amp.policy;
 
 import ai.djl.nn.LambdaBlock;
 import ai.djl.nn.ParallelBlock;
-import java.lang.reflect.Field;
+import io.github.djlamp.amp.AmpException;
+import io.github.djlamp.amp.internal.DjlSeam;
 import java.util.Set;
+import java.util.function.Supplier;
 
 /**
- * The {@link LambdaBlock} names DJL 0.35.1's own factory methods give to lambdas that are safe to
- * run on 16-bit input as they are.
+ * The {@link LambdaBlock} names DJL's own factory methods give to lambdas that are safe to run on
+ * 16-bit input as they are.
  *
  * <p>A lambda's function cannot be inspected, only its name. These names come from {@code
  * ai.djl.nn.Activation}, {@code ai.djl.nn.pooling.Pool} and {@code ai.djl.nn.Blocks}; every one of
@@ -20,9 +22,10 @@ import java.util.Set;
  * {@code lpPool3d}/{@code globalLpPool3d} (DJL's PyTorch engine does not support them at all). A
  * user lambda that takes one of these names is trusted to behave like DJL's.
  *
- * <p>Every name listed was checked with DJL 0.35.1 and PyTorch 2.7.1 on CPU: the block run forward
- * and backward, in training and in inference, on a bf16 input made by the engine backend; each
- * returned bf16, close to its fp32 result, with gradients reaching the fp32 input.
+ * <p>Every name listed was checked with DJL 0.35.1 and PyTorch 2.7.1 on CPU (0.36.0 has the same
+ * code): the block run forward and backward, in training and in inference, on a bf16 input made by
+ * the engine backend; each returned bf16, close to its fp32 result, with gradients reaching the
+ * fp32 input.
  */
 final class KnownLambdas {
 
@@ -65,8 +68,8 @@ final class KnownLambdas {
     private static final Set<String> RESHAPES = Set.of("batchFlatten", "identity");
 
     /**
-     * Model-zoo classes of DJL 0.35.1 whose own unnamed lambdas are all {@code Activation::relu} or
-     * {@code Activation::sigmoid} (read from their sources): they add activations through {@code
+     * Model-zoo classes of DJL whose own unnamed lambdas are all {@code Activation::relu} or {@code
+     * Activation::sigmoid} (read from their sources): they add activations through {@code
      * SequentialBlock.add(Function)}, and Mlp's default activation is {@code Activation::relu}. A
      * lambda written in another class (a user's activation passed to Mlp) is not covered.
      */
@@ -82,7 +85,7 @@ final class KnownLambdas {
                     "ai.djl.basicmodelzoo.cv.classification.LeNet");
 
     /**
-     * Model-zoo classes of DJL 0.35.1 whose ParallelBlock join functions are known (read from their
+     * Model-zoo classes of DJL whose ParallelBlock join functions are known (read from their
      * sources): ResNetV1 adds its two branches and applies relu, GoogLeNet and SqueezeNet
      * concatenate theirs on the channel axis. None calls softmax or makes arrays of its input's
      * data type.
@@ -106,7 +109,7 @@ final class KnownLambdas {
         }
         return LambdaBlock.DEFAULT_NAME.equals(name)
                 && writtenIn(
-                        privateField(LambdaBlock.class, "lambda", lambda),
+                        functionOf(() -> DjlSeam.lambdaFunction(lambda)),
                         ACTIVATION_ONLY_CAPTURERS);
     }
 
@@ -115,16 +118,14 @@ final class KnownLambdas {
      * on 16-bit branch outputs.
      */
     static boolean isKnownJoin(ParallelBlock block) {
-        return writtenIn(privateField(ParallelBlock.class, "function", block), JOIN_CAPTURERS);
+        return writtenIn(functionOf(() -> DjlSeam.parallelJoin(block)), JOIN_CAPTURERS);
     }
 
-    /** Reads a private field, or null where another DJL version has none: then unknown, safe. */
-    private static Object privateField(Class<?> owner, String name, Object instance) {
+    /** Reads a function through the seam; null (unknown: not trusted) where DJL lacks its field. */
+    private static Object functionOf(Supplier<Object> read) {
         try {
-            Field field = owner.getDeclaredField(name);
-            field.setAccessible(true);
-            return field.get(instance);
-        } catch (ReflectiveOperationException | RuntimeException e) {
+            return read.get();
+        } catch (AmpException e) {
             return null;
         }
     }

@@ -4,13 +4,12 @@ import ai.djl.training.optimizer.Adam;
 import ai.djl.training.optimizer.AdamW;
 import ai.djl.training.optimizer.Optimizer;
 import ai.djl.training.optimizer.Sgd;
-import io.github.djlamp.amp.AmpException;
-import java.lang.reflect.Field;
+import io.github.djlamp.amp.internal.DjlSeam;
 
 /**
  * DJL's optimizers as djl-amp reads and writes them: which of them it knows (the fused step and the
- * optimizer state file cover the same three) and their settings and state, which DJL 0.35.1 keeps
- * in private fields with no getters.
+ * optimizer state file cover the same three) and their settings and state, which DJL keeps in
+ * private fields with no getters: read and written through {@link DjlSeam}.
  */
 final class DjlOptimizers {
 
@@ -67,42 +66,13 @@ final class DjlOptimizers {
         return read(optimizer, optimizer.getClass(), name);
     }
 
-    /** Reads a private field that {@code owner} declares. */
+    /** Reads a private field that {@code owner} declares (one of those DjlSeam checks). */
     static Object read(Object target, Class<?> owner, String name) {
-        try {
-            return accessible(owner, name).get(target);
-        } catch (IllegalAccessException e) {
-            throw unreachable(owner, name, e);
-        }
+        return DjlSeam.read(target, owner, name);
     }
 
-    /** Writes a private field that {@code owner} declares. */
+    /** Writes a private field that {@code owner} declares (one of those DjlSeam checks). */
     static void write(Object target, Class<?> owner, String name, Object value) {
-        try {
-            accessible(owner, name).set(target, value);
-        } catch (IllegalAccessException e) {
-            throw unreachable(owner, name, e);
-        }
-    }
-
-    private static Field accessible(Class<?> owner, String name) {
-        try {
-            Field field = owner.getDeclaredField(name);
-            field.setAccessible(true);
-            return field;
-        } catch (NoSuchFieldException e) {
-            throw unreachable(owner, name, e);
-        }
-    }
-
-    private static AmpException unreachable(Class<?> owner, String name, Exception e) {
-        return new AmpException(
-                "Cannot reach "
-                        + owner.getSimpleName()
-                        + "."
-                        + name
-                        + " (djl-amp is built for DJL 0.35.1): "
-                        + e,
-                e);
+        DjlSeam.write(target, owner, name, value);
     }
 }

@@ -3,8 +3,9 @@ package io.github.djlamp.amp.distributed;
 import ai.djl.Model;
 import ai.djl.training.Trainer;
 import ai.djl.training.listener.SaveModelTrainingListener;
+import io.github.djlamp.amp.AmpException;
+import io.github.djlamp.amp.internal.DjlSeam;
 import java.io.IOException;
-import java.lang.reflect.Field;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.util.function.Consumer;
@@ -65,14 +66,13 @@ public final class AtomicSaveModelTrainingListener extends SaveModelTrainingList
     /**
      * The atomic equivalent of a plain listener: its directory, name, interval, callback and epoch
      * count. DJL's listener offers no getter for the directory, the callback and the count, so they
-     * are read from its fields (DJL 0.35.1's names).
+     * are read from its private fields through {@link DjlSeam}.
      */
     static AtomicSaveModelTrainingListener of(SaveModelTrainingListener plain) {
         try {
-            String directory = (String) field("outputDir").get(plain);
-            @SuppressWarnings("unchecked")
-            Consumer<Trainer> callback = (Consumer<Trainer>) field("onSaveModel").get(plain);
-            int epochs = field("epoch").getInt(plain);
+            String directory = DjlSeam.saveDirectory(plain);
+            Consumer<Trainer> callback = DjlSeam.saveCallback(plain);
+            int epochs = DjlSeam.saveEpochCount(plain);
             AtomicSaveModelTrainingListener atomic =
                     new AtomicSaveModelTrainingListener(
                             directory, plain.getOverrideModelName(), plain.getCheckpoint());
@@ -81,19 +81,14 @@ public final class AtomicSaveModelTrainingListener extends SaveModelTrainingList
             }
             atomic.epoch = epochs;
             return atomic;
-        } catch (ReflectiveOperationException | RuntimeException e) {
+        } catch (AmpException e) {
             throw new IllegalStateException(
                     "Cannot read this DJL version's SaveModelTrainingListener settings to save its"
                             + " checkpoints atomically: use new AtomicSaveModelTrainingListener("
-                            + "outputDir, modelName, checkpoint) instead (same arguments)",
+                            + "outputDir, modelName, checkpoint) instead (same arguments). "
+                            + e.getMessage(),
                     e);
         }
-    }
-
-    private static Field field(String name) throws NoSuchFieldException {
-        Field field = SaveModelTrainingListener.class.getDeclaredField(name);
-        field.setAccessible(true);
-        return field;
     }
 
     /**

@@ -11,6 +11,7 @@ import ai.djl.pytorch.jni.IValue;
 import ai.djl.pytorch.jni.IValueUtils;
 import ai.djl.pytorch.jni.JniUtils;
 import io.github.djlamp.amp.AmpException;
+import io.github.djlamp.amp.internal.DjlSeam;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.spi.LearningRate;
 import io.github.djlamp.amp.spi.MemoryLayout;
@@ -65,7 +66,11 @@ final class AmpKernels {
             throw new AmpException(
                     "Could not load djl-amp's TorchScript kernels into DJL's PyTorch engine; "
                             + "check that ai.djl.pytorch:pytorch-engine matches the PyTorch natives "
-                            + "(DJL 0.35.1 with PyTorch 2.7.1)",
+                            + "(PyTorch "
+                            + DjlSeam.TESTED_PYTORCH_VERSION
+                            + "). "
+                            + DjlSeam.versionReport()
+                            + ".",
                     e);
         }
     }

@@ -7,7 +7,7 @@ import ai.djl.nn.Parameter;
 import ai.djl.training.optimizer.Adam;
 import ai.djl.training.optimizer.Optimizer;
 import ai.djl.util.Pair;
-import java.lang.reflect.Field;
+import io.github.djlamp.amp.internal.DjlSeam;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.function.Predicate;
@@ -34,8 +34,9 @@ final class Snapshots {
     }
 
     /**
-     * Adam's private state, read through reflection: its first and second moments ({@code means},
-     * {@code variances}) and {@link Optimizer}'s {@code updateCounts} and {@code numUpdate}.
+     * Adam's private state, read through {@link DjlSeam}: its first and second moments ({@code
+     * means}, {@code variances}) and {@link Optimizer}'s {@code updateCounts} and {@code
+     * numUpdate}.
      */
     static AdamState adam(Optimizer optimizer) {
         if (!(optimizer instanceof Adam)) {
@@ -65,14 +66,7 @@ final class Snapshots {
 
     @SuppressWarnings("unchecked")
     private static <T> T readField(Class<?> owner, Object target, String name) {
-        try {
-            Field field = owner.getDeclaredField(name);
-            field.setAccessible(true);
-            return (T) field.get(target);
-        } catch (ReflectiveOperationException e) {
-            throw new AssertionError(
-                    "DJL 0.35.1 keeps " + owner.getSimpleName() + "." + name + "; not found", e);
-        }
+        return (T) DjlSeam.read(target, owner, name);
     }
 
     /** The raw IEEE bits of an fp32 array. */
