@@ -317,8 +317,8 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
     /**
      * {@inheritDoc}
      *
-     * <p>Also runs the trainer glue's before-save action ({@code TrainingLink.setBeforeSave}): DJL's
-     * {@code BaseModel.save} asks the block for its inputs just before it writes the model's
+     * <p>Also runs the trainer glue's before-save action ({@code TrainingLink.setBeforeSave}):
+     * DJL's {@code BaseModel.save} asks the block for its inputs just before it writes the model's
      * properties, and nothing else in training asks.
      */
     @Override
