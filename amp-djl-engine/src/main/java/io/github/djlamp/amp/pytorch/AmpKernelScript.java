@@ -102,32 +102,40 @@ final class AmpKernelScript {
                             + LONG
                             + ").reshape([1]))",
                     "    return torch.to(picked.reshape([]), " + FLOAT + ")",
-                    "  def fused_sgd_(self: __torch__."
+                    // what every fused step does first: the skip as a float, DJL's gradient
+                    // adjustment, DJL's count of this update (not advanced by a skip)
+                    "  def begin_step_(self: __torch__."
                             + CLASS_NAME
-                            + ", params: List[Tensor], grads: List[Tensor], bufs: List[Tensor],"
-                            + " lr: float, lr_values: List[Tensor], lr_first: float, weight_decay:"
-                            + " float, momentum: float, rescale: float, clip: float, counts: Tensor,"
+                            + ", grads: List[Tensor], rescale: float, clip: float, counts: Tensor,"
                             + " trained: Tensor, count: Tensor, begin: float, found_inf: Tensor) ->"
-                            + " None:",
+                            + " Tuple[Tensor, Tensor]:",
                     "    skip = torch.to(torch.ne(found_inf, 0.0), " + FLOAT + ").reshape([])",
                     "    self.adjust_(grads, rescale, clip)",
                     "    n = self.count_(counts, trained, count, begin, 1.0 - skip)",
+                    "    return skip, n",
+                    // _fused_sgd_ with DJL's rate: a constant one passed through (the buffer
+                    // holds b / lr), a scheduled one put into the gradient first (the buffer holds
+                    // the rates, as DJL's)
+                    "  def sgd_(self: __torch__."
+                            + CLASS_NAME
+                            + ", params: List[Tensor], grads: List[Tensor], bufs: List[Tensor],"
+                            + " momentum: float, nesterov: bool, weight_decay: float, lr: float,"
+                            + " lr_values: List[Tensor], lr_first: float, n: Tensor, skip: Tensor)"
+                            + " -> None:",
                     "    if len(lr_values) == 0:",
                     "      torch._fused_sgd_(params, grads, bufs, weight_decay=weight_decay,"
-                            + " momentum=momentum, lr=lr, dampening=0.0, nesterov=False,"
+                            + " momentum=momentum, lr=lr, dampening=0.0, nesterov=nesterov,"
                             + " maximize=False, is_first_step=False, grad_scale=None,"
                             + " found_inf=skip)",
                     "    else:",
-                    // DJL's Sgd puts the rate into the momentum: b = m b + rate (g + wd w)
                     "      rate = self.rate_(lr_values[0], lr_first, n)",
                     "      if weight_decay != 0.0:",
                     "        torch._foreach_add_(grads, params, alpha=weight_decay)",
                     "      torch._foreach_mul_(grads, rate)",
                     "      torch._fused_sgd_(params, grads, bufs, weight_decay=0.0,"
-                            + " momentum=momentum, lr=1.0, dampening=0.0, nesterov=False,"
+                            + " momentum=momentum, lr=1.0, dampening=0.0, nesterov=nesterov,"
                             + " maximize=False, is_first_step=False, grad_scale=None,"
                             + " found_inf=skip)",
-                    "    torch._foreach_zero_(grads)",
                     "    return None",
                     // DJL's Adam: w -= lr_t * m / (sqrt(v) + eps), lr_t = lr sqrt(1 - b2^t) / (1 -
                     // b1^t), t = DJL's update count. The kernel's own bias corrections are made 1
@@ -135,18 +143,16 @@ final class AmpKernelScript {
                     // device count, which advances on clean steps only. DJL's AdamW decays by lr *
                     // wd before the update, which the kernel's AdamW (lr_t * wd) does not: done
                     // here instead.
-                    "  def fused_adam_(self: __torch__."
+                    "  def adam_(self: __torch__."
                             + CLASS_NAME
-                            + ", params: List[Tensor], grads: List[Tensor], exp_avgs:"
-                            + " List[Tensor], exp_avg_sqs: List[Tensor], lr: float, lr_values:"
-                            + " List[Tensor], lr_first: float, beta1: float, beta2: float, eps:"
-                            + " float, weight_decay: float, decoupled: bool, rescale: float, clip:"
-                            + " float, counts: Tensor, trained: Tensor, count: Tensor, begin: float,"
-                            + " found_inf: Tensor) -> None:",
-                    "    skip = torch.to(torch.ne(found_inf, 0.0), " + FLOAT + ").reshape([])",
+                            + ", params: List[Tensor], grads: List[Tensor], state: List[Tensor],"
+                            + " settings: Dict[str, float], weight_decay: float, decoupled: bool,"
+                            + " lr: float, lr_values: List[Tensor], lr_first: float, n: Tensor,"
+                            + " skip: Tensor) -> None:",
+                    "    beta1 = settings[\"beta1\"]",
+                    "    beta2 = settings[\"beta2\"]",
+                    "    k = len(params)",
                     "    clean = 1.0 - skip",
-                    "    self.adjust_(grads, rescale, clip)",
-                    "    n = self.count_(counts, trained, count, begin, clean)",
                     "    rate = torch.full_like(skip, lr)",
                     "    if len(lr_values) > 0:",
                     "      rate = self.rate_(lr_values[0], lr_first, n)",
@@ -162,13 +168,26 @@ final class AmpKernelScript {
                     "    for p in params:",
                     "      kernel_steps.append(no_correction)",
                     "    empty: List[Tensor] = []",
-                    "    torch._fused_adam_(params, grads, exp_avgs, exp_avg_sqs, empty,"
+                    "    torch._fused_adam_(params, grads, state[0:k], state[k:2 * k], empty,"
                             + " kernel_steps, lr=torch.to(lr_t, "
                             + FLOAT
-                            + "), beta1=beta1, beta2=beta2, weight_decay=l2, eps=eps,"
-                            + " amsgrad=False, maximize=False, grad_scale=None, found_inf=skip)",
-                    "    torch._foreach_zero_(grads)",
+                            + "), beta1=beta1, beta2=beta2, weight_decay=l2,"
+                            + " eps=settings[\"epsilon\"], amsgrad=False, maximize=False,"
+                            + " grad_scale=None, found_inf=skip)",
                     "    return None",
+                    // one method per fused optimizer kind of amp-core, named after DJL's optimizer
+                    fusedKernel(
+                            "sgd",
+                            "    self.sgd_(params, grads, state, settings[\"momentum\"], False,"
+                                    + " weight_decay, lr, lr_values, lr_first, n, skip)"),
+                    fusedKernel(
+                            "adam",
+                            "    self.adam_(params, grads, state, settings, weight_decay, False, lr,"
+                                    + " lr_values, lr_first, n, skip)"),
+                    fusedKernel(
+                            "adamw",
+                            "    self.adam_(params, grads, state, settings, weight_decay, True, lr,"
+                                    + " lr_values, lr_first, n, skip)"),
                     // djl-amp's scale update with hysteresis, min and max, decided on the device
                     // in float64 arithmetic as the host mirror does it; a back-off below the
                     // minimum leaves the scale and raises `collapsed` for the host to report
@@ -235,6 +254,46 @@ final class AmpKernelScript {
                     "");
 
     private AmpKernelScript() {}
+
+    /** The name of the method of a fused optimizer kernel, e.g. {@code fused_adam_}. */
+    static String fusedMethod(String kernel) {
+        return "fused_" + kernel + "_";
+    }
+
+    /**
+     * Returns whether the module has a fused kernel of that name.
+     *
+     * @param kernel the kernel's name, e.g. {@code adam}
+     * @return true when {@link #SOURCE} defines its method
+     */
+    static boolean hasFusedKernel(String kernel) {
+        return SOURCE.contains("  def " + fusedMethod(kernel) + "(self:");
+    }
+
+    /**
+     * A fused optimizer kernel: every one takes the same arguments (those of {@link
+     * io.github.djlamp.amp.spi.FusedOptimizerStep}, the state as one flat list, buffer kind after
+     * buffer kind), starts with {@code begin_step_} (which defines {@code skip} and the update
+     * count {@code n} for the body) and ends by zeroing every gradient, skipped or not.
+     */
+    private static String fusedKernel(String kernel, String... body) {
+        return String.join(
+                "\n",
+                "  def "
+                        + fusedMethod(kernel)
+                        + "(self: __torch__."
+                        + CLASS_NAME
+                        + ", params: List[Tensor], grads: List[Tensor], state: List[Tensor],"
+                        + " settings: Dict[str, float], weight_decay: float, lr: float, lr_values:"
+                        + " List[Tensor], lr_first: float, rescale: float, clip: float, counts:"
+                        + " Tensor, trained: Tensor, count: Tensor, begin: float, found_inf:"
+                        + " Tensor) -> None:",
+                "    skip, n = self.begin_step_(grads, rescale, clip, counts, trained, count,"
+                        + " begin, found_inf)",
+                String.join("\n", body),
+                "    torch._foreach_zero_(grads)",
+                "    return None");
+    }
 
     /** PyTorch's ScalarType code of a precision. */
     static int dtypeCode(Precision precision) {
