@@ -19,6 +19,7 @@ final class FusedOptimizerKinds {
         register(new FusedSgd());
         register(new FusedAdam());
         register(new FusedAdamW());
+        register(new FusedNag());
     }
 
     private FusedOptimizerKinds() {}

@@ -188,6 +188,14 @@ final class AmpKernelScript {
                             "adamw",
                             "    self.adam_(params, grads, state, settings, weight_decay, True, lr,"
                                     + " lr_values, lr_first, n, skip)"),
+                    // DJL's Nag clips from both sides (adjust_ clips from above), then PyTorch's
+                    // Nesterov SGD is DJL's update (the derivation is in amp-core's FusedNag)
+                    fusedKernel(
+                            "nag",
+                            "    if clip >= 0.0:",
+                            "      torch._foreach_clamp_min_(grads, -clip)",
+                            "    self.sgd_(params, grads, state, settings[\"momentum\"], True,"
+                                    + " weight_decay, lr, lr_values, lr_first, n, skip)"),
                     // djl-amp's scale update with hysteresis, min and max, decided on the device
                     // in float64 arithmetic as the host mirror does it; a back-off below the
                     // minimum leaves the scale and raises `collapsed` for the host to report

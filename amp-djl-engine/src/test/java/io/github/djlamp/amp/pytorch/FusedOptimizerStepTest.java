@@ -447,6 +447,99 @@ class FusedOptimizerStepTest {
         assertEquals(true, e.getMessage().contains("gradients"), e.getMessage());
     }
 
+    private static final float NAG_MOMENTUM = 0.9f;
+
+    private FusedStep nag(LearningRate rate, GradientAdjustment adjustment, UpdateCounter counter) {
+        NDList[] buffers = new NDList[1];
+        return (weights, grads, found) -> {
+            if (buffers[0] == null) {
+                buffers[0] = zerosLike(weights);
+            }
+            sgdFamilyStep(
+                    "nag",
+                    weights,
+                    grads,
+                    buffers[0],
+                    rate,
+                    WD,
+                    NAG_MOMENTUM,
+                    adjustment,
+                    counter,
+                    found);
+        };
+    }
+
+    @Test
+    void nagMatchesDjlsNagRule() {
+        assertMatchesDjl(
+                new DjlNagRule(
+                        Optimizer.nag().optWeightDecays(WD), Tracker.fixed(LR), NAG_MOMENTUM),
+                nag(LearningRate.fixed(LR), GradientAdjustment.NONE, counter(0)));
+    }
+
+    /** DJL clips a Nag gradient from both sides, where its PyTorch Sgd and Adam clip from above. */
+    @Test
+    void nagWithAScheduleRescaleTwoSidedClipAndBeginOffsetMatchesDjlsNagRule() {
+        UpdateCounter counter = counter(BEGIN);
+        assertMatchesDjl(
+                new DjlNagRule(
+                        Optimizer.nag()
+                                .optWeightDecays(WD)
+                                .setRescaleGrad(RESCALE)
+                                .optClipGrad(CLIP)
+                                .optBeginNumUpdate(BEGIN),
+                        SCHEDULE,
+                        NAG_MOMENTUM),
+                nag(scheduleTable(BEGIN), new GradientAdjustment(RESCALE, CLIP), counter));
+        assertEquals(BEGIN + STEPS, counter.getCount().getDouble(), "DJL's update count");
+    }
+
+    @Test
+    void aSkippedNagStepChangesNothingAndClearsTheGradients() {
+        NDList weights = randomArrays();
+        NDList buffers = zerosLike(weights);
+        UpdateCounter step = counter(0);
+        LearningRate rate = scheduleTable(0);
+        GradientAdjustment adjustment = new GradientAdjustment(RESCALE, CLIP);
+        NDArray clean = manager.zeros(new Shape());
+        sgdFamilyStep(
+                "nag",
+                weights,
+                randomArrays(),
+                buffers,
+                rate,
+                WD,
+                NAG_MOMENTUM,
+                adjustment,
+                step,
+                clean);
+        NDList weightsBefore = snapshot(weights);
+        NDList buffersBefore = snapshot(buffers);
+        NDList grads = nonFiniteGrads();
+        NDArray found = manager.ones(new Shape());
+        sgdFamilyStep(
+                "nag", weights, grads, buffers, rate, WD, NAG_MOMENTUM, adjustment, step, found);
+        assertBitwiseEqual(weightsBefore, weights, "weight");
+        assertBitwiseEqual(buffersBefore, buffers, "momentum");
+        assertEquals(1.0, step.getCount().getDouble(), "the update count did not advance");
+        assertZeroed(grads);
+    }
+
+    /** Why the fused Nag is checked against DJL's rule: DJL's PyTorch engine has no Nag update. */
+    @Test
+    void djlsOwnNagHasNoUpdateOnPyTorch() {
+        Optimizer nag =
+                Optimizer.nag()
+                        .setLearningRateTracker(Tracker.fixed(LR))
+                        .setMomentum(NAG_MOMENTUM)
+                        .build();
+        NDArray weight = randomArrays().get(0);
+        assertThrows(
+                UnsupportedOperationException.class,
+                () -> nag.update("p0", weight, weight.onesLike()),
+                "DJL's PyTorch engine now updates Nag: compare the fused Nag with it directly");
+    }
+
     @Test
     void aKernelTheEngineLacksIsRefusedNamingTheWayOut() {
         NDList weights = randomArrays();
