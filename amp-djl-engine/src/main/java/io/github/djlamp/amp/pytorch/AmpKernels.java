@@ -19,7 +19,6 @@ import io.github.djlamp.amp.spi.UpdateCounter;
 import java.io.ByteArrayInputStream;
 import java.io.IOException;
 import java.util.ArrayList;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
@@ -134,13 +133,13 @@ final class AmpKernels {
     }
 
     /**
-     * Runs a fused optimizer kernel ({@link AmpKernelScript#fusedMethod}) on a step whose arrays
-     * are all PyTorch's: one argument list for every kernel, in the order of the kernels' shared
-     * signature.
+     * Runs a fused optimizer kernel ({@link FusedKernelScript}) on a step whose arrays are all
+     * PyTorch's: one argument list for every kernel, in the order of the kernels' shared signature.
+     *
+     * @param settings the step's settings in the order the kernel takes them
      */
-    void fusedStep(FusedOptimizerStep step) {
+    void fusedStep(FusedOptimizerStep step, double[] settings) {
         List<IValue> arguments = new ArrayList<>();
-        List<IValue> settingValues = new ArrayList<>();
         try {
             LearningRate rate = step.getLearningRate();
             UpdateCounter counter = step.getCounter();
@@ -149,7 +148,7 @@ final class AmpKernels {
             NDList state = new NDList();
             step.getState().forEach(state::addAll);
             arguments.add(IValue.listFrom(pyTorch(state)));
-            arguments.add(settings(step.getSettings(), settingValues));
+            arguments.add(IValue.listFrom(settings));
             arguments.add(IValue.from((double) step.getWeightDecay()));
             arguments.add(IValue.from((double) rate.getFixedValue()));
             arguments.add(rateTable(rate));
@@ -161,25 +160,12 @@ final class AmpKernels {
             arguments.add(IValue.from((PtNDArray) counter.getCount()));
             arguments.add(IValue.from((double) counter.getBeginNumUpdate()));
             arguments.add(IValue.from((PtNDArray) step.getFoundInf()));
-            String method = AmpKernelScript.fusedMethod(step.getKernel());
+            String method = FusedKernelScript.method(step.getKernel());
             // in place; the result is None
             IValueUtils.runMethod(module, method, arguments.toArray(new IValue[0])).close();
         } finally {
             arguments.forEach(IValue::close);
-            settingValues.forEach(IValue::close);
         }
-    }
-
-    /** The settings as a TorchScript {@code Dict[str, float]}; its values join {@code owned}. */
-    private static IValue settings(Map<String, Float> settings, List<IValue> owned) {
-        Map<String, IValue> values = new LinkedHashMap<>();
-        settings.forEach(
-                (name, value) -> {
-                    IValue v = IValue.from((double) value);
-                    owned.add(v);
-                    values.put(name, v);
-                });
-        return IValue.stringIValueMapFrom(values);
     }
 
     private static PtNDArray[] pyTorch(NDList arrays) {

@@ -17,6 +17,7 @@ import io.github.djlamp.amp.spi.FusedOptimizerStep;
 import io.github.djlamp.amp.spi.LearningRate;
 import io.github.djlamp.amp.spi.MemoryLayout;
 import io.github.djlamp.amp.spi.UpdateCounter;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
@@ -139,13 +140,7 @@ public final class PtAmpBackend implements AmpBackend {
     /** {@inheritDoc} */
     @Override
     public void fusedStep(FusedOptimizerStep step) {
-        if (!AmpKernelScript.hasFusedKernel(step.getKernel())) {
-            throw new AmpException(
-                    "djl-amp's PyTorch kernels have no fused '"
-                            + step.getKernel()
-                            + "' step; keep that optimizer's own update with"
-                            + " AmpOptions.builder().fusedOptimizer(FusedOptimizer.OFF)");
-        }
+        double[] settings = settingsInKernelOrder(step);
         if (step.getWeights().isEmpty()) {
             return;
         }
@@ -161,7 +156,34 @@ public final class PtAmpBackend implements AmpBackend {
         requirePyTorch(counter.getTrained());
         requirePyTorch(counter.getCount());
         requireScalarFp32(step.getFoundInf(), "foundInf");
-        kernels().fusedStep(step);
+        kernels().fusedStep(step, settings);
+    }
+
+    /** The step's settings in the order its kernel takes them; refuses a kernel or setting. */
+    private static double[] settingsInKernelOrder(FusedOptimizerStep step) {
+        List<String> names = FusedKernelScript.settings(step.getKernel());
+        if (names == null) {
+            throw new AmpException(
+                    "djl-amp's PyTorch kernels have no fused '"
+                            + step.getKernel()
+                            + "' step; keep that optimizer's own update with"
+                            + " AmpOptions.builder().fusedOptimizer(FusedOptimizer.OFF)");
+        }
+        if (step.getSettings().size() != names.size()
+                || !step.getSettings().keySet().containsAll(names)) {
+            throw new AmpException(
+                    "The fused '"
+                            + step.getKernel()
+                            + "' step takes the settings "
+                            + names
+                            + ", got "
+                            + step.getSettings().keySet());
+        }
+        double[] values = new double[names.size()];
+        for (int i = 0; i < values.length; i++) {
+            values[i] = step.getSettings().get(names.get(i));
+        }
+        return values;
     }
 
     /** {@inheritDoc} */
