@@ -554,4 +554,36 @@ class FusedOptimizerStepTest {
         assertEquals(true, e.getMessage().contains("'rmsprop'"), e.getMessage());
         assertEquals(true, e.getMessage().contains("FusedOptimizer.OFF"), e.getMessage());
     }
+
+    @Test
+    void aStepMissingAPartOrASettingIsRefusedNamingIt() {
+        NDList weights = randomArrays();
+        AmpException missing =
+                assertThrows(
+                        AmpException.class,
+                        () ->
+                                FusedOptimizerStep.builder("sgd")
+                                        .parameters(weights, zerosLike(weights))
+                                        .counter(counter(0))
+                                        .foundInf(manager.zeros(new Shape()))
+                                        .build());
+        assertEquals(
+                true, missing.getMessage().contains("learningRate(...)"), missing.getMessage());
+        FusedOptimizerStep withoutBetas =
+                FusedOptimizerStep.builder("adam")
+                        .setting("epsilon", 1e-8f)
+                        .parameters(weights, zerosLike(weights))
+                        .state(zerosLike(weights))
+                        .state(zerosLike(weights))
+                        .learningRate(LearningRate.fixed(LR))
+                        .counter(counter(0))
+                        .foundInf(manager.zeros(new Shape()))
+                        .build();
+        AmpException settings =
+                assertThrows(AmpException.class, () -> backend.fusedStep(withoutBetas));
+        assertEquals(
+                true,
+                settings.getMessage().contains("takes the settings [beta1, beta2, epsilon]"),
+                settings.getMessage());
+    }
 }
