@@ -98,62 +98,18 @@ public interface AmpBackend {
     float[] readFloats(NDArray array);
 
     /**
-     * One fused SGD step over every parameter, skipped on the device when {@code foundInf} is
-     * non-zero (PyTorch's {@code _fused_sgd_}; no host read). DJL's semantics: the gradient is
-     * adjusted ({@link GradientAdjustment}), then {@code d = lr (g + wd w)}; without momentum
-     * {@code w -= d}; with momentum {@code b = momentum b + d}, {@code w -= b}. For a constant
-     * learning rate the buffer holds {@code b / lr} instead, which is the same update. The counter
-     * advances only when the step is not skipped. Every gradient is zeroed afterwards, skipped or
-     * not.
+     * One fused optimizer step over every parameter, skipped on the device when the step's {@code
+     * foundInf} is non-zero (PyTorch's {@code _fused_sgd_}, {@code _fused_adam_}, ...; no host
+     * read). The kernel the step names reproduces the update of the DJL optimizer it is named
+     * after, with that optimizer's semantics for the settings, the weight decay, the learning rate
+     * and the gradient adjustment; djl-amp's file for each fused optimizer says which. The counter
+     * advances only when the step is not skipped, and a skipped step leaves weights and state
+     * bitwise as they were. Every gradient is zeroed afterwards, skipped or not.
      *
-     * @param weights the parameters, updated in place
-     * @param gradients their gradients, zeroed
-     * @param momentumBuffers one zero-initialised buffer per weight; empty when momentum is 0
-     * @param learningRate the learning rate, constant or per update count
-     * @param weightDecay the L2 weight decay
-     * @param momentum the momentum, 0 for none
-     * @param adjustment DJL's rescaleGrad and clipGrad
-     * @param counter DJL's update count, which picks the rate of a per-step learning rate
-     * @param foundInf a one-element FP32 array, non-zero to skip the step
+     * @param step the kernel, its settings and the arrays it updates
+     * @throws io.github.djlamp.amp.AmpException when this engine has no kernel of that name
      */
-    void fusedSgdStep(
-            NDList weights,
-            NDList gradients,
-            NDList momentumBuffers,
-            LearningRate learningRate,
-            float weightDecay,
-            float momentum,
-            GradientAdjustment adjustment,
-            UpdateCounter counter,
-            NDArray foundInf);
-
-    /**
-     * One fused Adam or AdamW step over every parameter with DJL's {@code Adam}/{@code AdamW}
-     * semantics, skipped on the device when {@code foundInf} is non-zero (PyTorch's {@code
-     * _fused_adam_}; no host read). The counter advances on the device only when the step is not
-     * skipped; the bias corrections use its count, as DJL's. Every gradient is zeroed afterwards,
-     * skipped or not.
-     *
-     * @param weights the parameters, updated in place
-     * @param gradients their gradients, zeroed
-     * @param means the first moments, one zero-initialised array per weight
-     * @param variances the second moments, one zero-initialised array per weight
-     * @param learningRate the learning rate before bias correction, constant or per update count
-     * @param settings betas, epsilon, weight decay and its kind
-     * @param adjustment DJL's rescaleGrad and clipGrad
-     * @param counter DJL's update count, for the bias corrections and a per-step learning rate
-     * @param foundInf a one-element FP32 array, non-zero to skip the step
-     */
-    void fusedAdamStep(
-            NDList weights,
-            NDList gradients,
-            NDList means,
-            NDList variances,
-            LearningRate learningRate,
-            AdamSettings settings,
-            GradientAdjustment adjustment,
-            UpdateCounter counter,
-            NDArray foundInf);
+    void fusedStep(FusedOptimizerStep step);
 
     /**
      * Copies each source into its destination in place, NaN and Inf included ({@code

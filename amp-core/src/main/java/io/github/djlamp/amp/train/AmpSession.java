@@ -607,10 +607,10 @@ public final class AmpSession implements AutoCloseable {
     }
 
     /**
-     * Writes the optimizer's state to {@code file}: SGD's momentum or Adam's moments and DJL's
-     * update counts, by parameter name, with DJL's meaning, whether the steps are DJL's own or
-     * fused. DJL's {@code model.save} keeps no optimizer state; save this beside it to resume
-     * exactly ({@link #loadOptimizerState(Path)}). Covers DJL's Sgd, Adam and AdamW; written
+     * Writes the optimizer's state to {@code file}: SGD's or Nag's momentum or Adam's moments and
+     * DJL's update counts, by parameter name, with DJL's meaning, whether the steps are DJL's own
+     * or fused. DJL's {@code model.save} keeps no optimizer state; save this beside it to resume
+     * exactly ({@link #loadOptimizerState(Path)}). Covers DJL's Sgd, Adam, AdamW and Nag; written
      * through a temporary file, so a crash leaves the previous file whole.
      *
      * @param file where to write

@@ -6,15 +6,12 @@ import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import ai.djl.nn.Parameter;
 import ai.djl.training.ParameterStore;
-import ai.djl.training.optimizer.Adam;
-import ai.djl.training.optimizer.AdamW;
 import ai.djl.training.optimizer.Optimizer;
-import ai.djl.training.optimizer.Sgd;
 import ai.djl.training.tracker.ParameterTracker;
 import ai.djl.training.tracker.Tracker;
 import ai.djl.util.Pair;
-import io.github.djlamp.amp.spi.AdamSettings;
 import io.github.djlamp.amp.spi.AmpBackend;
+import io.github.djlamp.amp.spi.FusedOptimizerStep;
 import io.github.djlamp.amp.spi.GradientAdjustment;
 import io.github.djlamp.amp.spi.LearningRate;
 import io.github.djlamp.amp.spi.UpdateCounter;
@@ -31,13 +28,13 @@ import org.slf4j.LoggerFactory;
  * One fused optimizer launch for every parameter of a step, skipped on the device when the step's
  * gradients overflowed, in place of DJL's one native update per parameter.
  *
- * <p>Covers DJL's {@link Sgd} (with and without momentum), {@link Adam} and {@link AdamW} on one
- * device, with any {@link Tracker} as learning rate (a schedule is looked up on the device by DJL's
- * update count, {@link FusedUpdateCount}, {@link LearningRateWindow}), and DJL's rescaleGrad,
- * clipGrad and beginNumUpdate; {@link #plan(Optimizer)} says why anything else keeps DJL's own
- * per-parameter update. The optimizer's settings are read from DJL 0.35.1's private fields (DJL
- * exposes none of them). The state (momentum, moments, the update count) is this class's own: once
- * fused, always fused.
+ * <p>Covers every optimizer {@link FusedOptimizerKinds} knows, on one device, with any {@link
+ * Tracker} as learning rate (a schedule is looked up on the device by DJL's update count, {@link
+ * FusedUpdateCount}, {@link LearningRateWindow}), and DJL's weightDecays, rescaleGrad, clipGrad and
+ * beginNumUpdate, which every DJL optimizer has; the optimizer's kind supplies its kernel, its own
+ * settings and its buffers. {@link #plan(Optimizer)} says why anything else keeps DJL's own
+ * per-parameter update. The settings are read from DJL's private fields (DJL exposes none of them).
+ * The state (the kind's buffers, the update count) is this class's own: once fused, always fused.
  */
 final class FusedUpdate {
 
@@ -46,12 +43,11 @@ final class FusedUpdate {
     /** DJL's fixed learning rate tracker, a package-private class. */
     private static final Class<?> FIXED_TRACKER = Tracker.fixed(1f).getClass();
 
-    private final DjlOptimizers.Kind kind;
+    private final FusedOptimizerKind.Kernel kernel;
+    private final int bufferCount;
+    private final float firstBufferToDjl;
     private final float weightDecay;
-    private final float momentum;
-    private final AdamSettings adam;
     private final GradientAdjustment adjustment;
-    private final float fixedRate;
     private final LearningRateWindow schedule;
 
     /** The rate of the next launch: the fixed one, or the schedule's window on the device. */
@@ -63,27 +59,25 @@ final class FusedUpdate {
     private long forwardsAtLaunch = -1;
 
     private FusedUpdate(
-            DjlOptimizers.Kind kind,
+            FusedOptimizerKind kind,
+            Optimizer optimizer,
             ParameterTracker tracker,
-            float weightDecay,
-            float momentum,
-            AdamSettings adam,
             GradientAdjustment adjustment,
             int beginNumUpdate) {
-        this.kind = kind;
-        this.weightDecay = weightDecay;
-        this.momentum = momentum;
-        this.adam = adam;
+        this.kernel = kind.kernel(optimizer);
+        this.bufferCount = kind.stateFields(optimizer).size();
+        this.weightDecay = (float) DjlOptimizers.read(optimizer, Optimizer.class, "weightDecays");
         this.adjustment = adjustment;
         this.counter = new FusedUpdateCount(beginNumUpdate);
+        float fixedRate = Float.NaN;
         if (tracker.getClass() == FIXED_TRACKER) {
             fixedRate = tracker.getNewValue("", 1);
             schedule = null;
             rate = LearningRate.fixed(fixedRate);
         } else {
-            fixedRate = Float.NaN;
             schedule = new LearningRateWindow((Tracker) tracker, beginNumUpdate);
         }
+        this.firstBufferToDjl = kind.firstBufferToDjl(fixedRate);
     }
 
     /**
@@ -105,25 +99,13 @@ final class FusedUpdate {
         try {
             ParameterTracker tracker =
                     (ParameterTracker) DjlOptimizers.read(optimizer, "learningRateTracker");
-            float wd = (float) DjlOptimizers.read(optimizer, Optimizer.class, "weightDecays");
             int begin = (int) DjlOptimizers.read(optimizer, Optimizer.class, "beginNumUpdate");
             GradientAdjustment adjustment =
                     new GradientAdjustment(
                             (float) DjlOptimizers.read(optimizer, Optimizer.class, "rescaleGrad"),
                             (float) DjlOptimizers.read(optimizer, Optimizer.class, "clipGrad"));
-            DjlOptimizers.Kind kind = DjlOptimizers.kindOf(optimizer);
-            if (kind == DjlOptimizers.Kind.SGD) {
-                float momentum = (float) DjlOptimizers.read(optimizer, "momentum");
-                return new FusedUpdate(kind, tracker, wd, momentum, null, adjustment, begin);
-            }
-            AdamSettings adam =
-                    new AdamSettings(
-                            (float) DjlOptimizers.read(optimizer, "beta1"),
-                            (float) DjlOptimizers.read(optimizer, "beta2"),
-                            (float) DjlOptimizers.read(optimizer, "epsilon"),
-                            wd,
-                            kind == DjlOptimizers.Kind.ADAMW);
-            return new FusedUpdate(kind, tracker, wd, 0f, adam, adjustment, begin);
+            return new FusedUpdate(
+                    FusedOptimizerKinds.of(optimizer), optimizer, tracker, adjustment, begin);
         } catch (RuntimeException e) {
             logger.info(
                     "djl-amp keeps {}'s per-parameter update: its settings could not be read ({})",
@@ -134,8 +116,8 @@ final class FusedUpdate {
     }
 
     private static String unsupported(Optimizer optimizer) {
-        if (DjlOptimizers.kindOf(optimizer) == null) {
-            return "only DJL's Sgd, Adam and AdamW have fused versions";
+        if (FusedOptimizerKinds.of(optimizer) == null) {
+            return "only DJL's " + FusedOptimizerKinds.names() + " have fused versions";
         }
         try {
             if (!(DjlOptimizers.read(optimizer, "learningRateTracker") instanceof Tracker)) {
@@ -178,8 +160,10 @@ final class FusedUpdate {
         try (NDManager scope = foundInf.getManager().newSubManager(device)) {
             NDList weights = new NDList();
             NDList grads = new NDList();
-            NDList first = new NDList();
-            NDList second = new NDList();
+            NDList[] buffers = new NDList[bufferCount];
+            for (int b = 0; b < bufferCount; b++) {
+                buffers[b] = new NDList();
+            }
             List<String> ids = new ArrayList<>();
             for (Pair<String, Parameter> pair : session.trainableParameters()) {
                 Parameter parameter = pair.getValue();
@@ -195,35 +179,30 @@ final class FusedUpdate {
                 weights.add(weight);
                 grads.add(grad);
                 ids.add(parameter.getId());
-                NDArray[] buffers = state.computeIfAbsent(parameter.getId(), k -> newState(weight));
-                if (buffers.length > 0) {
-                    first.add(buffers[0]);
-                }
-                if (buffers.length > 1) {
-                    second.add(buffers[1]);
+                NDArray[] own = state.computeIfAbsent(parameter.getId(), k -> newState(weight));
+                for (int b = 0; b < bufferCount; b++) {
+                    buffers[b].add(own[b]);
                 }
             }
             if (weights.isEmpty()) {
                 return;
             }
-            // lives as long as the moments, on the model's manager
+            // lives as long as the buffers, on the model's manager
             UpdateCounter count = counter.forLaunch(ids, weights.get(0).getManager(), device);
             refreshRates(backend);
-            if (kind == DjlOptimizers.Kind.SGD) {
-                backend.fusedSgdStep(
-                        weights,
-                        grads,
-                        first,
-                        rate,
-                        weightDecay,
-                        momentum,
-                        adjustment,
-                        count,
-                        foundInf);
-            } else {
-                backend.fusedAdamStep(
-                        weights, grads, first, second, rate, adam, adjustment, count, foundInf);
+            FusedOptimizerStep.Builder step =
+                    FusedOptimizerStep.builder(kernel.name())
+                            .settings(kernel.settings())
+                            .parameters(weights, grads)
+                            .weightDecay(weightDecay)
+                            .learningRate(rate)
+                            .adjustment(adjustment)
+                            .counter(count)
+                            .foundInf(foundInf);
+            for (NDList oneBufferPerWeight : buffers) {
+                step.state(oneBufferPerWeight);
             }
+            backend.fusedStep(step.build());
             if (schedule != null) {
                 schedule.launched();
             }
@@ -252,7 +231,7 @@ final class FusedUpdate {
         }
     }
 
-    /** The state of one parameter (momentum, or first and second moments); empty when none. */
+    /** The buffers of one parameter (SGD's momentum, Adam's two moments, ...); empty when none. */
     NDList state(String parameterId) {
         NDArray[] buffers = state.get(parameterId);
         return buffers == null ? new NDList() : new NDList(buffers);
@@ -278,17 +257,18 @@ final class FusedUpdate {
         }
     }
 
-    /** The number of buffers of each parameter: SGD's momentum, or Adam's two moments. */
+    /** The number of buffers of each parameter, as many as DJL's optimizer keeps. */
     int bufferCount() {
-        return kind.bufferCount(momentum);
+        return bufferCount;
     }
 
     /**
-     * The factor from this path's momentum buffer to DJL's Sgd's: DJL keeps the rate inside the
-     * buffer, a fused SGD with a fixed rate keeps it out (and one with a schedule keeps it in).
+     * The factor from this path's first buffer to DJL's ({@link
+     * FusedOptimizerKind#firstBufferToDjl}): a fused SGD with a fixed rate keeps the rate out of
+     * its momentum, where DJL keeps it in.
      */
     float momentumToDjl() {
-        return kind == DjlOptimizers.Kind.SGD && schedule == null ? fixedRate : 1f;
+        return firstBufferToDjl;
     }
 
     /** The device update count: restored from a saved state before the first step. */

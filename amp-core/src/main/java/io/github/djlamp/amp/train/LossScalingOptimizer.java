@@ -16,9 +16,9 @@ import java.util.Objects;
  * up. After a real update, the weight's 16-bit casts are dropped.
  *
  * <p>When the session asks for fused steps ({@link io.github.djlamp.amp.FusedOptimizer}: on a GPU
- * by default), DJL's Sgd, Adam and AdamW on one device, with any learning rate {@code Tracker}, run
- * as one fused launch for all parameters that skips on the device ({@link FusedUpdate}); every
- * other optimizer keeps its own per-parameter update.
+ * by default), DJL's Sgd, Adam, AdamW and Nag ({@link FusedOptimizerKinds}) on one device, with any
+ * learning rate {@code Tracker}, run as one fused launch for all parameters that skips on the
+ * device ({@link FusedUpdate}); every other optimizer keeps its own per-parameter update.
  */
 public final class LossScalingOptimizer extends Optimizer {
 
@@ -90,10 +90,11 @@ public final class LossScalingOptimizer extends Optimizer {
     }
 
     /**
-     * Returns the fused path's optimizer state of one parameter, owned by this optimizer: SGD's
-     * momentum buffer (empty without momentum), or Adam's first and second moments. DJL's optimizer
-     * object is not updated on the fused path; this is the state that a skipped step leaves bitwise
-     * unchanged.
+     * Returns the fused path's optimizer state of one parameter, owned by this optimizer: SGD's or
+     * Nag's momentum buffer (empty without momentum), or Adam's first and second moments, in the
+     * order of DJL's own state (see {@code FusedSgd} and {@code FusedNag} for how a momentum buffer
+     * differs from DJL's by the learning rate). DJL's optimizer object is not updated on the fused
+     * path; this is the state that a skipped step leaves bitwise unchanged.
      *
      * @param parameterId the parameter's id
      * @return the buffers, empty before the parameter's first step or when not fused

@@ -2,22 +2,15 @@ package io.github.djlamp.amp.train;
 
 import ai.djl.Device;
 import ai.djl.ndarray.NDArray;
-import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
-import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Parameter;
 import ai.djl.training.optimizer.Optimizer;
-import ai.djl.training.optimizer.Sgd;
 import ai.djl.util.Pair;
 import io.github.djlamp.amp.AmpException;
 import io.github.djlamp.amp.spi.AmpBackend;
 import java.io.IOException;
-import java.io.InputStream;
-import java.io.OutputStream;
-import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HashMap;
@@ -29,47 +22,27 @@ import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 
 /**
- * The optimizer's state in a file: SGD's momentum or Adam's moments and DJL's update counts, keyed
- * by parameter name, so that a run resumes on either path (DJL's per-parameter update or the fused
- * step) from a file either wrote. Counts and moments mean what they mean to DJL's optimizers; the
- * momentum is kept as the saving path holds it (a fused SGD with a fixed rate keeps the rate out of
- * it), with the factor that makes it DJL's, so that the same path resumes bit for bit. DJL's
- * optimizers keep their state in private fields (DJL 0.35.1), read and written here by reflection.
- *
- * <p>The file is DJL's {@link NDList} encoding: one array per buffer ({@code name#0}, {@code
- * name#1}), one per parameter count ({@code name#count}), the update count ({@code #numUpdate}),
- * the momentum's factor ({@code #momentumToDjl}) and the kind ({@code #kind}: format, optimizer,
- * buffers per parameter).
+ * The optimizer's state in a file: the buffers of every parameter (SGD's momentum, Adam's moments,
+ * ...) and DJL's update counts, keyed by parameter name, so that a run resumes on either path
+ * (DJL's per-parameter update or the fused step) from a file either wrote. The optimizer's {@link
+ * FusedOptimizerKind} says which buffers it keeps (DJL's private maps, in the fused step's order),
+ * its code in the header and the factor from the fused path's first buffer to DJL's. Counts and
+ * buffers mean what they mean to DJL's optimizers, except that the first buffer is kept as the
+ * saving path holds it (a fused SGD with a fixed rate keeps the rate out of its momentum), with the
+ * factor that makes it DJL's, so that the same path resumes bit for bit. DJL's optimizers keep
+ * their state in private fields, read and written through {@link DjlOptimizers}. The file's
+ * encoding is {@link SavedOptimizerState}'s.
  */
 final class OptimizerStateFile {
 
-    private static final int FORMAT = 1;
-    private static final String KIND = "#kind";
-    private static final String NUM_UPDATE = "#numUpdate";
-    private static final String MOMENTUM_TO_DJL = "#momentumToDjl";
-    private static final String COUNT = "#count";
-
     private OptimizerStateFile() {}
-
-    /** What is saved, by parameter name. */
-    private static final class State {
-        int optimizer;
-        int buffersPerParameter;
-        long numUpdate;
-
-        /** What the saved momentum is multiplied by to be DJL's (a fixed-rate fused SGD's rate). */
-        float momentumToDjl = 1f;
-
-        final Map<String, Long> counts = new LinkedHashMap<>();
-        final Map<String, float[][]> buffers = new LinkedHashMap<>();
-        final Map<String, Shape> shapes = new HashMap<>();
-    }
 
     static void save(AmpSession session, LossScalingOptimizer optimizer, Path file)
             throws IOException {
-        State state = new State();
+        SavedOptimizerState state = new SavedOptimizerState();
         Optimizer inner = optimizer.getInner();
-        state.optimizer = kindOf(inner).code;
+        FusedOptimizerKind kind = requireKind(inner);
+        state.optimizer = kind.stateFileCode();
         AmpBackend backend = session.getBackend();
         Map<String, String> names = names(session);
         FusedUpdate fused = optimizer.fusedUpdate();
@@ -95,8 +68,8 @@ final class OptimizerStateFile {
                             });
             state.numUpdate = count == null ? 0 : FusedUpdateCount.read(backend, count);
         } else {
-            state.buffersPerParameter = djlBufferCount(inner);
-            List<Map<String, Map<Device, NDArray>>> maps = djlBuffers(inner);
+            List<Map<String, Map<Device, NDArray>>> maps = djlBuffers(kind, inner);
+            state.buffersPerParameter = maps.size();
             for (Map.Entry<String, String> id : names.entrySet()) {
                 NDArray[] buffers = new NDArray[maps.size()];
                 for (int b = 0; b < maps.size(); b++) {
@@ -117,24 +90,24 @@ final class OptimizerStateFile {
                     });
             state.numUpdate = (int) DjlOptimizers.read(inner, Optimizer.class, "numUpdate");
         }
-        write(state, file);
+        state.write(file);
     }
 
     static void load(AmpSession session, LossScalingOptimizer optimizer, Path file)
             throws IOException {
-        State state = read(file);
+        SavedOptimizerState state = SavedOptimizerState.read(file);
         Optimizer inner = optimizer.getInner();
-        DjlOptimizers.Kind kind = kindOf(inner);
+        FusedOptimizerKind kind = requireKind(inner);
         FusedUpdate fused = optimizer.fusedUpdate();
-        int buffers = fused != null ? fused.bufferCount() : djlBufferCount(inner);
-        if (state.optimizer != kind.code || state.buffersPerParameter != buffers) {
+        int buffers = fused != null ? fused.bufferCount() : kind.stateFields(inner).size();
+        if (state.optimizer != kind.stateFileCode() || state.buffersPerParameter != buffers) {
             throw new AmpException(
                     "The optimizer state in "
                             + file
                             + " is "
                             + describe(state.optimizer, state.buffersPerParameter)
                             + "'s, but the trainer's optimizer is "
-                            + describe(kind.code, buffers)
+                            + kind.describe(buffers)
                             + ": load it into the optimizer it was saved from");
         }
         Map<String, Parameter> byName = new HashMap<>();
@@ -232,7 +205,7 @@ final class OptimizerStateFile {
             if (!reload && (int) DjlOptimizers.read(inner, Optimizer.class, "numUpdate") != 0) {
                 throw notBeforeFirstStep();
             }
-            List<Map<String, Map<Device, NDArray>>> maps = djlBuffers(inner);
+            List<Map<String, Map<Device, NDArray>>> maps = djlBuffers(kind, inner);
             float rescale = momentumRescale(state, 1f);
             for (Map.Entry<String, float[][]> entry : state.buffers.entrySet()) {
                 NDArray weight = byName.get(entry.getKey()).getArray();
@@ -265,9 +238,9 @@ final class OptimizerStateFile {
         }
     }
 
-    /** The factor from the saved momentum to the loading path's, 1 for Adam's moments. */
-    private static float momentumRescale(State state, float loadingToDjl) {
-        if (state.optimizer != 1 || state.momentumToDjl == loadingToDjl || loadingToDjl == 0f) {
+    /** The factor from the saved first buffer to the loading path's; 1 when both are DJL's. */
+    private static float momentumRescale(SavedOptimizerState state, float loadingToDjl) {
+        if (state.momentumToDjl == loadingToDjl || loadingToDjl == 0f) {
             return 1f;
         }
         return state.momentumToDjl / loadingToDjl;
@@ -306,7 +279,8 @@ final class OptimizerStateFile {
         return result;
     }
 
-    private static void put(State state, String name, NDArray[] buffers, AmpBackend backend) {
+    private static void put(
+            SavedOptimizerState state, String name, NDArray[] buffers, AmpBackend backend) {
         float[][] values = new float[buffers.length][];
         for (int b = 0; b < buffers.length; b++) {
             values[b] = backend.readFloats(buffers[b]);
@@ -324,54 +298,24 @@ final class OptimizerStateFile {
         return names;
     }
 
-    private static DjlOptimizers.Kind kindOf(Optimizer optimizer) {
-        DjlOptimizers.Kind kind = DjlOptimizers.kindOf(optimizer);
-        if (kind == null) {
-            throw new AmpException(
-                    "djl-amp saves and loads the state of DJL's Sgd, Adam and AdamW, not of "
-                            + optimizer.getClass().getName());
-        }
-        return kind;
+    private static FusedOptimizerKind requireKind(Optimizer optimizer) {
+        return FusedOptimizerKinds.require(optimizer, "saves and loads the state");
     }
 
     private static String describe(int code, int buffers) {
-        DjlOptimizers.Kind kind = DjlOptimizers.Kind.ofCode(code);
-        if (kind == null) {
-            return "an unknown optimizer (" + code + ")";
-        }
-        switch (kind) {
-            case SGD:
-                return buffers == 0 ? "Sgd without momentum" : "Sgd with momentum";
-            case ADAM:
-                return "Adam";
-            default:
-                return "AdamW";
-        }
+        FusedOptimizerKind kind = FusedOptimizerKinds.ofStateFileCode(code);
+        return kind == null ? "an unknown optimizer (" + code + ")" : kind.describe(buffers);
     }
 
-    private static int djlBufferCount(Optimizer inner) {
-        float momentum =
-                inner instanceof Sgd
-                        ? (float) DjlOptimizers.read(inner, Sgd.class, "momentum")
-                        : 0f;
-        return kindOf(inner).bufferCount(momentum);
-    }
-
+    /** DJL's per-parameter state maps of the optimizer, in the order of its kind's buffers. */
     @SuppressWarnings("unchecked")
-    private static List<Map<String, Map<Device, NDArray>>> djlBuffers(Optimizer inner) {
+    private static List<Map<String, Map<Device, NDArray>>> djlBuffers(
+            FusedOptimizerKind kind, Optimizer inner) {
         List<Map<String, Map<Device, NDArray>>> maps = new ArrayList<>();
-        if (inner instanceof Sgd) {
-            if (djlBufferCount(inner) == 1) {
-                maps.add(
-                        (Map<String, Map<Device, NDArray>>)
-                                DjlOptimizers.read(inner, Sgd.class, "momentumStates"));
-            }
-        } else {
-            Class<?> type = inner.getClass();
-            maps.add((Map<String, Map<Device, NDArray>>) DjlOptimizers.read(inner, type, "means"));
+        for (String field : kind.stateFields(inner)) {
             maps.add(
                     (Map<String, Map<Device, NDArray>>)
-                            DjlOptimizers.read(inner, type, "variances"));
+                            DjlOptimizers.read(inner, kind.optimizerClass(), field));
         }
         return maps;
     }
@@ -379,121 +323,5 @@ final class OptimizerStateFile {
     @SuppressWarnings("unchecked")
     private static Map<String, Integer> djlCounts(Optimizer inner) {
         return (Map<String, Integer>) DjlOptimizers.read(inner, Optimizer.class, "updateCounts");
-    }
-
-    private static void write(State state, Path file) throws IOException {
-        try (NDManager cpu = NDManager.newBaseManager(Device.cpu())) {
-            NDList list = new NDList();
-            list.add(
-                    named(
-                            cpu.create(
-                                    new int[] {FORMAT, state.optimizer, state.buffersPerParameter}),
-                            KIND));
-            list.add(named(cpu.create(new long[] {state.numUpdate}), NUM_UPDATE));
-            list.add(named(cpu.create(new float[] {state.momentumToDjl}), MOMENTUM_TO_DJL));
-            state.counts.forEach(
-                    (name, count) -> list.add(named(cpu.create(new long[] {count}), name + COUNT)));
-            state.buffers.forEach(
-                    (name, values) -> {
-                        for (int b = 0; b < values.length; b++) {
-                            list.add(
-                                    named(
-                                            cpu.create(values[b], state.shapes.get(name)),
-                                            name + "#" + b));
-                        }
-                    });
-            if (Files.isDirectory(file)) {
-                throw new AmpException(
-                        "Cannot save the optimizer state to "
-                                + file
-                                + ": it is a directory; give a file path, for example "
-                                + file.resolve("model.optimizer"));
-            }
-            Path parent = file.toAbsolutePath().getParent();
-            if (parent != null) {
-                Files.createDirectories(parent);
-            }
-            // a name of its own: two trainers saving to one path at once do not share a file
-            Path partial =
-                    Files.createTempFile(
-                            file.toAbsolutePath().getParent(),
-                            file.getFileName() + ".",
-                            ".partial");
-            try {
-                try (OutputStream out = Files.newOutputStream(partial)) {
-                    list.encode(out);
-                }
-                Files.move(
-                        partial,
-                        file,
-                        StandardCopyOption.REPLACE_EXISTING,
-                        StandardCopyOption.ATOMIC_MOVE);
-            } finally {
-                Files.deleteIfExists(partial);
-            }
-        }
-    }
-
-    private static NDArray named(NDArray array, String name) {
-        array.setName(name);
-        return array;
-    }
-
-    private static State read(Path file) throws IOException {
-        if (!Files.isRegularFile(file)) {
-            throw new AmpException(
-                    "No optimizer state at "
-                            + file
-                            + ": save one with AmpSession.saveOptimizerState first");
-        }
-        State state = new State();
-        try (NDManager cpu = NDManager.newBaseManager(Device.cpu());
-                InputStream in = Files.newInputStream(file)) {
-            NDList list;
-            try {
-                list = NDList.decode(cpu, in);
-            } catch (RuntimeException e) {
-                throw new AmpException(
-                        file + " is not an optimizer state saved by djl-amp: " + e.getMessage(), e);
-            }
-            NDArray kind = list.get(KIND);
-            if (kind == null || kind.getDataType() != DataType.INT32 || kind.size() != 3) {
-                throw new AmpException(
-                        file + " is not an optimizer state saved by djl-amp (no " + KIND + ")");
-            }
-            int[] header = kind.toIntArray();
-            if (header[0] != FORMAT) {
-                throw new AmpException(
-                        file
-                                + " has optimizer state format "
-                                + header[0]
-                                + "; this djl-amp reads format "
-                                + FORMAT);
-            }
-            state.optimizer = header[1];
-            state.buffersPerParameter = header[2];
-            state.numUpdate = list.get(NUM_UPDATE).toLongArray()[0];
-            state.momentumToDjl = list.get(MOMENTUM_TO_DJL).toFloatArray()[0];
-            Map<String, float[][]> buffers = state.buffers;
-            for (NDArray array : list) {
-                String name = array.getName();
-                if (name == null || name.startsWith("#")) {
-                    continue;
-                }
-                if (name.endsWith(COUNT)) {
-                    state.counts.put(
-                            name.substring(0, name.length() - COUNT.length()),
-                            array.toLongArray()[0]);
-                    continue;
-                }
-                int hash = name.lastIndexOf('#');
-                String parameter = name.substring(0, hash);
-                int b = Integer.parseInt(name.substring(hash + 1));
-                buffers.computeIfAbsent(parameter, k -> new float[state.buffersPerParameter][])[b] =
-                        array.toFloatArray();
-                state.shapes.put(parameter, array.getShape());
-            }
-        }
-        return state;
     }
 }

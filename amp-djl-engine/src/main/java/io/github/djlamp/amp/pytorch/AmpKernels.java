@@ -13,11 +13,14 @@ import ai.djl.pytorch.jni.JniUtils;
 import io.github.djlamp.amp.AmpException;
 import io.github.djlamp.amp.internal.DjlSeam;
 import io.github.djlamp.amp.policy.Precision;
+import io.github.djlamp.amp.spi.FusedOptimizerStep;
 import io.github.djlamp.amp.spi.LearningRate;
 import io.github.djlamp.amp.spi.MemoryLayout;
 import io.github.djlamp.amp.spi.UpdateCounter;
 import java.io.ByteArrayInputStream;
 import java.io.IOException;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 
@@ -134,108 +137,48 @@ final class AmpKernels {
         }
     }
 
-    /** hyper: weight decay, momentum, rescale, clip. */
-    void fusedSgd(
-            PtNDArray[] weights,
-            PtNDArray[] gradients,
-            PtNDArray[] momentumBuffers,
-            LearningRate learningRate,
-            double[] hyper,
-            UpdateCounter counter,
-            PtNDArray foundInf) {
-        try (IValue params = IValue.listFrom(weights);
-                IValue grads = IValue.listFrom(gradients);
-                IValue bufs = IValue.listFrom(momentumBuffers);
-                IValue lr = IValue.from((double) learningRate.getFixedValue());
-                IValue lrValues = rateTable(learningRate);
-                IValue lrFirst = IValue.from((double) learningRate.getFirstCount());
-                IValue wd = IValue.from(hyper[0]);
-                IValue m = IValue.from(hyper[1]);
-                IValue rescale = IValue.from(hyper[2]);
-                IValue clip = IValue.from(hyper[3]);
-                IValue counts = IValue.from((PtNDArray) counter.getPerParameter());
-                IValue trained = IValue.from((PtNDArray) counter.getTrained());
-                IValue count = IValue.from((PtNDArray) counter.getCount());
-                IValue begin = IValue.from((double) counter.getBeginNumUpdate());
-                IValue found = IValue.from(foundInf);
-                IValue out =
-                        IValueUtils.runMethod(
-                                module,
-                                "fused_sgd_",
-                                params,
-                                grads,
-                                bufs,
-                                lr,
-                                lrValues,
-                                lrFirst,
-                                wd,
-                                m,
-                                rescale,
-                                clip,
-                                counts,
-                                trained,
-                                count,
-                                begin,
-                                found)) {
-            // In place; the result is None.
+    /**
+     * Runs a fused optimizer kernel ({@link FusedKernelScript}) on a step whose arrays are all
+     * PyTorch's: one argument list for every kernel, in the order of the kernels' shared signature.
+     *
+     * @param settings the step's settings in the order the kernel takes them
+     */
+    void fusedStep(FusedOptimizerStep step, double[] settings) {
+        List<IValue> arguments = new ArrayList<>();
+        try {
+            LearningRate rate = step.getLearningRate();
+            UpdateCounter counter = step.getCounter();
+            arguments.add(IValue.listFrom(pyTorch(step.getWeights())));
+            arguments.add(IValue.listFrom(pyTorch(step.getGradients())));
+            NDList state = new NDList();
+            step.getState().forEach(state::addAll);
+            arguments.add(IValue.listFrom(pyTorch(state)));
+            arguments.add(IValue.listFrom(settings));
+            arguments.add(IValue.from((double) step.getWeightDecay()));
+            arguments.add(IValue.from((double) rate.getFixedValue()));
+            arguments.add(rateTable(rate));
+            arguments.add(IValue.from((double) rate.getFirstCount()));
+            arguments.add(IValue.from((double) step.getAdjustment().getRescale()));
+            arguments.add(IValue.from((double) step.getAdjustment().getClip()));
+            arguments.add(IValue.from((PtNDArray) counter.getPerParameter()));
+            arguments.add(IValue.from((PtNDArray) counter.getTrained()));
+            arguments.add(IValue.from((PtNDArray) counter.getCount()));
+            arguments.add(IValue.from((double) counter.getBeginNumUpdate()));
+            arguments.add(IValue.from((PtNDArray) step.getFoundInf()));
+            String method = FusedKernelScript.method(step.getKernel());
+            // in place; the result is None
+            IValueUtils.runMethod(module, method, arguments.toArray(new IValue[0])).close();
+        } finally {
+            arguments.forEach(IValue::close);
         }
     }
 
-    /** hyper: beta1, beta2, epsilon, weight decay, rescale, clip. */
-    void fusedAdam(
-            PtNDArray[] weights,
-            PtNDArray[] gradients,
-            PtNDArray[] means,
-            PtNDArray[] variances,
-            LearningRate learningRate,
-            double[] hyper,
-            boolean decoupled,
-            UpdateCounter counter,
-            PtNDArray foundInf) {
-        try (IValue params = IValue.listFrom(weights);
-                IValue grads = IValue.listFrom(gradients);
-                IValue m = IValue.listFrom(means);
-                IValue v = IValue.listFrom(variances);
-                IValue lr = IValue.from((double) learningRate.getFixedValue());
-                IValue lrValues = rateTable(learningRate);
-                IValue lrFirst = IValue.from((double) learningRate.getFirstCount());
-                IValue beta1 = IValue.from(hyper[0]);
-                IValue beta2 = IValue.from(hyper[1]);
-                IValue eps = IValue.from(hyper[2]);
-                IValue wd = IValue.from(hyper[3]);
-                IValue adamw = IValue.from(decoupled);
-                IValue rescale = IValue.from(hyper[4]);
-                IValue clip = IValue.from(hyper[5]);
-                IValue counts = IValue.from((PtNDArray) counter.getPerParameter());
-                IValue trained = IValue.from((PtNDArray) counter.getTrained());
-                IValue count = IValue.from((PtNDArray) counter.getCount());
-                IValue begin = IValue.from((double) counter.getBeginNumUpdate());
-                IValue found = IValue.from(foundInf);
-                IValue out =
-                        IValueUtils.runMethod(
-                                module,
-                                "fused_adam_",
-                                params,
-                                grads,
-                                m,
-                                v,
-                                lr,
-                                lrValues,
-                                lrFirst,
-                                beta1,
-                                beta2,
-                                eps,
-                                wd,
-                                adamw,
-                                rescale,
-                                clip,
-                                counts,
-                                trained,
-                                count,
-                                begin,
-                                found)) {
-            // In place; the result is None.
+    private static PtNDArray[] pyTorch(NDList arrays) {
+        PtNDArray[] result = new PtNDArray[arrays.size()];
+        for (int i = 0; i < result.length; i++) {
+            result[i] = (PtNDArray) arrays.get(i);
         }
+        return result;
     }
 
     /** TorchScript has no None through DJL's IValue: an empty list stands for a fixed rate. */

@@ -10,14 +10,14 @@ import ai.djl.pytorch.jni.JniUtils;
 import io.github.djlamp.amp.AmpException;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.scale.LossScaling;
-import io.github.djlamp.amp.spi.AdamSettings;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.DeviceCapabilities;
 import io.github.djlamp.amp.spi.DeviceScaleState;
-import io.github.djlamp.amp.spi.GradientAdjustment;
+import io.github.djlamp.amp.spi.FusedOptimizerStep;
 import io.github.djlamp.amp.spi.LearningRate;
 import io.github.djlamp.amp.spi.MemoryLayout;
 import io.github.djlamp.amp.spi.UpdateCounter;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
@@ -139,100 +139,51 @@ public final class PtAmpBackend implements AmpBackend {
 
     /** {@inheritDoc} */
     @Override
-    public void fusedSgdStep(
-            NDList weights,
-            NDList gradients,
-            NDList momentumBuffers,
-            LearningRate learningRate,
-            float weightDecay,
-            float momentum,
-            GradientAdjustment adjustment,
-            UpdateCounter counter,
-            NDArray foundInf) {
-        requireSameSize(weights, gradients, "gradients");
-        if (momentum != 0f) {
-            requireSameSize(weights, momentumBuffers, "momentum buffers");
-        } else if (!momentumBuffers.isEmpty()) {
-            throw new AmpException("SGD without momentum takes no momentum buffers");
-        }
-        requirePyTorch(learningRate, counter);
-        if (weights.isEmpty()) {
+    public void fusedStep(FusedOptimizerStep step) {
+        double[] settings = settingsInKernelOrder(step);
+        if (step.getWeights().isEmpty()) {
             return;
         }
-        kernels()
-                .fusedSgd(
-                        requirePyTorch(weights),
-                        requirePyTorch(gradients),
-                        requirePyTorch(momentumBuffers),
-                        learningRate,
-                        new double[] {
-                            weightDecay, momentum, adjustment.getRescale(), adjustment.getClip()
-                        },
-                        counter,
-                        requireScalarFp32(foundInf, "foundInf"));
-    }
-
-    /** {@inheritDoc} */
-    @Override
-    public void fusedAdamStep(
-            NDList weights,
-            NDList gradients,
-            NDList means,
-            NDList variances,
-            LearningRate learningRate,
-            AdamSettings settings,
-            GradientAdjustment adjustment,
-            UpdateCounter counter,
-            NDArray foundInf) {
-        requireSameSize(weights, gradients, "gradients");
-        requireSameSize(weights, means, "first moments");
-        requireSameSize(weights, variances, "second moments");
-        requirePyTorch(learningRate, counter);
-        if (weights.isEmpty()) {
-            return;
+        requirePyTorch(step.getWeights());
+        requirePyTorch(step.getGradients());
+        step.getState().forEach(PtAmpBackend::requirePyTorch);
+        LearningRate rate = step.getLearningRate();
+        if (!rate.isFixed()) {
+            requirePyTorch(rate.getValues());
         }
-        double[] hyper = {
-            settings.getBeta1(),
-            settings.getBeta2(),
-            settings.getEpsilon(),
-            settings.getWeightDecay(),
-            adjustment.getRescale(),
-            adjustment.getClip()
-        };
-        kernels()
-                .fusedAdam(
-                        requirePyTorch(weights),
-                        requirePyTorch(gradients),
-                        requirePyTorch(means),
-                        requirePyTorch(variances),
-                        learningRate,
-                        hyper,
-                        settings.isDecoupled(),
-                        counter,
-                        requireScalarFp32(foundInf, "foundInf"));
-    }
-
-    /** The arrays of the rates and the counter are PyTorch's, as the kernels need. */
-    private static void requirePyTorch(LearningRate learningRate, UpdateCounter counter) {
-        if (!learningRate.isFixed()) {
-            requirePyTorch(learningRate.getValues());
-        }
+        UpdateCounter counter = step.getCounter();
         requirePyTorch(counter.getPerParameter());
         requirePyTorch(counter.getTrained());
         requirePyTorch(counter.getCount());
+        requireScalarFp32(step.getFoundInf(), "foundInf");
+        kernels().fusedStep(step, settings);
     }
 
-    private static void requireSameSize(NDList weights, NDList other, String what) {
-        if (weights.size() != other.size()) {
+    /** The step's settings in the order its kernel takes them; refuses a kernel or setting. */
+    private static double[] settingsInKernelOrder(FusedOptimizerStep step) {
+        List<String> names = FusedKernelScript.settings(step.getKernel());
+        if (names == null) {
             throw new AmpException(
-                    "A fused step needs one of the "
-                            + what
-                            + " per weight: got "
-                            + other.size()
-                            + " for "
-                            + weights.size()
-                            + " weights");
+                    "djl-amp's PyTorch kernels have no fused '"
+                            + step.getKernel()
+                            + "' step; keep that optimizer's own update with"
+                            + " AmpOptions.builder().fusedOptimizer(FusedOptimizer.OFF)");
         }
+        if (step.getSettings().size() != names.size()
+                || !step.getSettings().keySet().containsAll(names)) {
+            throw new AmpException(
+                    "The fused '"
+                            + step.getKernel()
+                            + "' step takes the settings "
+                            + names
+                            + ", got "
+                            + step.getSettings().keySet());
+        }
+        double[] values = new double[names.size()];
+        for (int i = 0; i < values.length; i++) {
+            values[i] = step.getSettings().get(names.get(i));
+        }
+        return values;
     }
 
     /** {@inheritDoc} */

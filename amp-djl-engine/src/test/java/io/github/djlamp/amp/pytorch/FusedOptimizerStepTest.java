@@ -12,9 +12,9 @@ import ai.djl.ndarray.types.Shape;
 import ai.djl.training.optimizer.Optimizer;
 import ai.djl.training.tracker.Tracker;
 import io.github.djlamp.amp.AmpException;
-import io.github.djlamp.amp.spi.AdamSettings;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.AmpBackends;
+import io.github.djlamp.amp.spi.FusedOptimizerStep;
 import io.github.djlamp.amp.spi.GradientAdjustment;
 import io.github.djlamp.amp.spi.LearningRate;
 import io.github.djlamp.amp.spi.UpdateCounter;
@@ -121,6 +121,87 @@ class FusedOptimizerStepTest {
                 beginNumUpdate);
     }
 
+    /** amp-core's fused SGD step: kernel "sgd" with its momentum, one buffer list with momentum. */
+    private void sgdStep(
+            NDList weights,
+            NDList grads,
+            NDList momentumBuffers,
+            LearningRate rate,
+            float weightDecay,
+            float momentum,
+            GradientAdjustment adjustment,
+            UpdateCounter counter,
+            NDArray foundInf) {
+        sgdFamilyStep(
+                "sgd",
+                weights,
+                grads,
+                momentumBuffers,
+                rate,
+                weightDecay,
+                momentum,
+                adjustment,
+                counter,
+                foundInf);
+    }
+
+    private void sgdFamilyStep(
+            String kernel,
+            NDList weights,
+            NDList grads,
+            NDList momentumBuffers,
+            LearningRate rate,
+            float weightDecay,
+            float momentum,
+            GradientAdjustment adjustment,
+            UpdateCounter counter,
+            NDArray foundInf) {
+        FusedOptimizerStep.Builder step =
+                FusedOptimizerStep.builder(kernel)
+                        .setting("momentum", momentum)
+                        .parameters(weights, grads)
+                        .weightDecay(weightDecay)
+                        .learningRate(rate)
+                        .adjustment(adjustment)
+                        .counter(counter)
+                        .foundInf(foundInf);
+        if (!momentumBuffers.isEmpty()) {
+            step.state(momentumBuffers);
+        }
+        backend.fusedStep(step.build());
+    }
+
+    /** The settings of amp-core's fused Adam and AdamW steps. */
+    private record AdamSettings(
+            float beta1, float beta2, float epsilon, float weightDecay, boolean decoupled) {}
+
+    /** amp-core's fused Adam or AdamW step: kernel "adam" or "adamw", the two moments. */
+    private void adamStep(
+            NDList weights,
+            NDList grads,
+            NDList means,
+            NDList variances,
+            LearningRate rate,
+            AdamSettings settings,
+            GradientAdjustment adjustment,
+            UpdateCounter counter,
+            NDArray foundInf) {
+        backend.fusedStep(
+                FusedOptimizerStep.builder(settings.decoupled() ? "adamw" : "adam")
+                        .setting("beta1", settings.beta1())
+                        .setting("beta2", settings.beta2())
+                        .setting("epsilon", settings.epsilon())
+                        .parameters(weights, grads)
+                        .state(means)
+                        .state(variances)
+                        .weightDecay(settings.weightDecay())
+                        .learningRate(rate)
+                        .adjustment(adjustment)
+                        .counter(counter)
+                        .foundInf(foundInf)
+                        .build());
+    }
+
     private FusedStep sgd(float momentum) {
         return sgd(momentum, LearningRate.fixed(LR), GradientAdjustment.NONE, counter(0));
     }
@@ -135,8 +216,7 @@ class FusedOptimizerStepTest {
             if (buffers[0] == null) {
                 buffers[0] = momentum == 0f ? new NDList() : zerosLike(weights);
             }
-            backend.fusedSgdStep(
-                    weights, grads, buffers[0], rate, WD, momentum, adjustment, counter, found);
+            sgdStep(weights, grads, buffers[0], rate, WD, momentum, adjustment, counter, found);
         };
     }
 
@@ -156,7 +236,7 @@ class FusedOptimizerStepTest {
                 moments[0] = zerosLike(weights);
                 moments[1] = zerosLike(weights);
             }
-            backend.fusedAdamStep(
+            adamStep(
                     weights,
                     grads,
                     moments[0],
@@ -303,13 +383,12 @@ class FusedOptimizerStepTest {
         UpdateCounter step = counter(0);
         LearningRate rate = scheduleTable(0);
         GradientAdjustment adjustment = new GradientAdjustment(RESCALE, CLIP);
-        backend.fusedSgdStep(
-                weights, randomArrays(), buffers, rate, WD, momentum, adjustment, step, clean);
+        sgdStep(weights, randomArrays(), buffers, rate, WD, momentum, adjustment, step, clean);
         NDList weightsBefore = snapshot(weights);
         NDList buffersBefore = snapshot(buffers);
         NDList grads = nonFiniteGrads();
         NDArray found = manager.ones(new Shape());
-        backend.fusedSgdStep(weights, grads, buffers, rate, WD, momentum, adjustment, step, found);
+        sgdStep(weights, grads, buffers, rate, WD, momentum, adjustment, step, found);
         assertBitwiseEqual(weightsBefore, weights, "weight");
         assertBitwiseEqual(buffersBefore, buffers, "momentum");
         assertEquals(1.0, step.getCount().getDouble(), "the update count did not advance");
@@ -331,7 +410,7 @@ class FusedOptimizerStepTest {
         LearningRate rate = scheduleTable(0);
         GradientAdjustment adjustment = new GradientAdjustment(RESCALE, CLIP);
         NDArray clean = manager.zeros(new Shape());
-        backend.fusedAdamStep(
+        adamStep(
                 weights, randomArrays(), means, variances, rate, settings, adjustment, step, clean);
         NDList before = snapshot(weights);
         NDList meansBefore = snapshot(means);
@@ -339,8 +418,7 @@ class FusedOptimizerStepTest {
         NDList grads = nonFiniteGrads();
         // a merged flag from two devices may read 2: still a skip
         NDArray found = manager.full(new Shape(), 2f);
-        backend.fusedAdamStep(
-                weights, grads, means, variances, rate, settings, adjustment, step, found);
+        adamStep(weights, grads, means, variances, rate, settings, adjustment, step, found);
         assertBitwiseEqual(before, weights, "weight");
         assertBitwiseEqual(meansBefore, means, "first moment");
         assertBitwiseEqual(variancesBefore, variances, "second moment");
@@ -356,7 +434,7 @@ class FusedOptimizerStepTest {
                 assertThrows(
                         AmpException.class,
                         () ->
-                                backend.fusedSgdStep(
+                                sgdStep(
                                         weights,
                                         grads,
                                         new NDList(),
@@ -367,5 +445,145 @@ class FusedOptimizerStepTest {
                                         counter(0),
                                         manager.zeros(new Shape())));
         assertEquals(true, e.getMessage().contains("gradients"), e.getMessage());
+    }
+
+    private static final float NAG_MOMENTUM = 0.9f;
+
+    private FusedStep nag(LearningRate rate, GradientAdjustment adjustment, UpdateCounter counter) {
+        NDList[] buffers = new NDList[1];
+        return (weights, grads, found) -> {
+            if (buffers[0] == null) {
+                buffers[0] = zerosLike(weights);
+            }
+            sgdFamilyStep(
+                    "nag",
+                    weights,
+                    grads,
+                    buffers[0],
+                    rate,
+                    WD,
+                    NAG_MOMENTUM,
+                    adjustment,
+                    counter,
+                    found);
+        };
+    }
+
+    @Test
+    void nagMatchesDjlsNagRule() {
+        assertMatchesDjl(
+                new DjlNagRule(
+                        Optimizer.nag().optWeightDecays(WD), Tracker.fixed(LR), NAG_MOMENTUM),
+                nag(LearningRate.fixed(LR), GradientAdjustment.NONE, counter(0)));
+    }
+
+    /** DJL clips a Nag gradient from both sides, where its PyTorch Sgd and Adam clip from above. */
+    @Test
+    void nagWithAScheduleRescaleTwoSidedClipAndBeginOffsetMatchesDjlsNagRule() {
+        UpdateCounter counter = counter(BEGIN);
+        assertMatchesDjl(
+                new DjlNagRule(
+                        Optimizer.nag()
+                                .optWeightDecays(WD)
+                                .setRescaleGrad(RESCALE)
+                                .optClipGrad(CLIP)
+                                .optBeginNumUpdate(BEGIN),
+                        SCHEDULE,
+                        NAG_MOMENTUM),
+                nag(scheduleTable(BEGIN), new GradientAdjustment(RESCALE, CLIP), counter));
+        assertEquals(BEGIN + STEPS, counter.getCount().getDouble(), "DJL's update count");
+    }
+
+    @Test
+    void aSkippedNagStepChangesNothingAndClearsTheGradients() {
+        NDList weights = randomArrays();
+        NDList buffers = zerosLike(weights);
+        UpdateCounter step = counter(0);
+        LearningRate rate = scheduleTable(0);
+        GradientAdjustment adjustment = new GradientAdjustment(RESCALE, CLIP);
+        NDArray clean = manager.zeros(new Shape());
+        sgdFamilyStep(
+                "nag",
+                weights,
+                randomArrays(),
+                buffers,
+                rate,
+                WD,
+                NAG_MOMENTUM,
+                adjustment,
+                step,
+                clean);
+        NDList weightsBefore = snapshot(weights);
+        NDList buffersBefore = snapshot(buffers);
+        NDList grads = nonFiniteGrads();
+        NDArray found = manager.ones(new Shape());
+        sgdFamilyStep(
+                "nag", weights, grads, buffers, rate, WD, NAG_MOMENTUM, adjustment, step, found);
+        assertBitwiseEqual(weightsBefore, weights, "weight");
+        assertBitwiseEqual(buffersBefore, buffers, "momentum");
+        assertEquals(1.0, step.getCount().getDouble(), "the update count did not advance");
+        assertZeroed(grads);
+    }
+
+    /** Why the fused Nag is checked against DJL's rule: DJL's PyTorch engine has no Nag update. */
+    @Test
+    void djlsOwnNagHasNoUpdateOnPyTorch() {
+        Optimizer nag =
+                Optimizer.nag()
+                        .setLearningRateTracker(Tracker.fixed(LR))
+                        .setMomentum(NAG_MOMENTUM)
+                        .build();
+        NDArray weight = randomArrays().get(0);
+        assertThrows(
+                UnsupportedOperationException.class,
+                () -> nag.update("p0", weight, weight.onesLike()),
+                "DJL's PyTorch engine now updates Nag: compare the fused Nag with it directly");
+    }
+
+    @Test
+    void aKernelTheEngineLacksIsRefusedNamingTheWayOut() {
+        NDList weights = randomArrays();
+        FusedOptimizerStep step =
+                FusedOptimizerStep.builder("rmsprop")
+                        .parameters(weights, zerosLike(weights))
+                        .learningRate(LearningRate.fixed(LR))
+                        .counter(counter(0))
+                        .foundInf(manager.zeros(new Shape()))
+                        .build();
+        AmpException e = assertThrows(AmpException.class, () -> backend.fusedStep(step));
+        assertEquals(true, e.getMessage().contains("'rmsprop'"), e.getMessage());
+        assertEquals(true, e.getMessage().contains("FusedOptimizer.OFF"), e.getMessage());
+    }
+
+    @Test
+    void aStepMissingAPartOrASettingIsRefusedNamingIt() {
+        NDList weights = randomArrays();
+        AmpException missing =
+                assertThrows(
+                        AmpException.class,
+                        () ->
+                                FusedOptimizerStep.builder("sgd")
+                                        .parameters(weights, zerosLike(weights))
+                                        .counter(counter(0))
+                                        .foundInf(manager.zeros(new Shape()))
+                                        .build());
+        assertEquals(
+                true, missing.getMessage().contains("learningRate(...)"), missing.getMessage());
+        FusedOptimizerStep withoutBetas =
+                FusedOptimizerStep.builder("adam")
+                        .setting("epsilon", 1e-8f)
+                        .parameters(weights, zerosLike(weights))
+                        .state(zerosLike(weights))
+                        .state(zerosLike(weights))
+                        .learningRate(LearningRate.fixed(LR))
+                        .counter(counter(0))
+                        .foundInf(manager.zeros(new Shape()))
+                        .build();
+        AmpException settings =
+                assertThrows(AmpException.class, () -> backend.fusedStep(withoutBetas));
+        assertEquals(
+                true,
+                settings.getMessage().contains("takes the settings [beta1, beta2, epsilon]"),
+                settings.getMessage());
     }
 }

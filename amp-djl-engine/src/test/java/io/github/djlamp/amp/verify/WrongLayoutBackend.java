@@ -6,14 +6,11 @@ import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.scale.LossScaling;
-import io.github.djlamp.amp.spi.AdamSettings;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.DeviceCapabilities;
 import io.github.djlamp.amp.spi.DeviceScaleState;
-import io.github.djlamp.amp.spi.GradientAdjustment;
-import io.github.djlamp.amp.spi.LearningRate;
+import io.github.djlamp.amp.spi.FusedOptimizerStep;
 import io.github.djlamp.amp.spi.MemoryLayout;
-import io.github.djlamp.amp.spi.UpdateCounter;
 import java.util.EnumSet;
 import java.util.Set;
 import java.util.function.Function;
@@ -89,49 +86,8 @@ final class WrongLayoutBackend implements AmpBackend {
     }
 
     @Override
-    public void fusedSgdStep(
-            NDList weights,
-            NDList gradients,
-            NDList momentumBuffers,
-            LearningRate learningRate,
-            float weightDecay,
-            float momentum,
-            GradientAdjustment adjustment,
-            UpdateCounter counter,
-            NDArray foundInf) {
-        real.fusedSgdStep(
-                weights,
-                gradients,
-                momentumBuffers,
-                learningRate,
-                weightDecay,
-                momentum,
-                adjustment,
-                counter,
-                foundInf);
-    }
-
-    @Override
-    public void fusedAdamStep(
-            NDList weights,
-            NDList gradients,
-            NDList means,
-            NDList variances,
-            LearningRate learningRate,
-            AdamSettings settings,
-            GradientAdjustment adjustment,
-            UpdateCounter counter,
-            NDArray foundInf) {
-        real.fusedAdamStep(
-                weights,
-                gradients,
-                means,
-                variances,
-                learningRate,
-                settings,
-                adjustment,
-                counter,
-                foundInf);
+    public void fusedStep(FusedOptimizerStep step) {
+        real.fusedStep(step);
     }
 
     @Override

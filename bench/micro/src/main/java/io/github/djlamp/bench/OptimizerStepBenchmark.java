@@ -8,9 +8,9 @@ import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.training.optimizer.Optimizer;
 import ai.djl.training.tracker.Tracker;
-import io.github.djlamp.amp.spi.AdamSettings;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.AmpBackends;
+import io.github.djlamp.amp.spi.FusedOptimizerStep;
 import io.github.djlamp.amp.spi.GradientAdjustment;
 import io.github.djlamp.amp.spi.LearningRate;
 import io.github.djlamp.amp.spi.UpdateCounter;
@@ -32,8 +32,9 @@ import org.openjdk.jmh.annotations.Warmup;
 /**
  * One optimizer step over a whole model's parameters: DJL's own Adam (one native update per
  * parameter, what a skip-decided-on-the-host step runs) against djl-amp's fused Adam ({@link
- * AmpBackend#fusedAdamStep}: one call for every parameter that reads the overflow flag on the
- * device and zeroes the gradients). Shapes are those of {@link UnscaleBenchmark#gradientShapes}.
+ * AmpBackend#fusedStep} with the {@code adam} kernel: one call for every parameter that reads the
+ * overflow flag on the device and zeroes the gradients). Shapes are those of {@link
+ * UnscaleBenchmark#gradientShapes}.
  */
 @BenchmarkMode(Mode.AverageTime)
 @OutputTimeUnit(TimeUnit.MICROSECONDS)
@@ -58,7 +59,6 @@ public class OptimizerStepBenchmark {
     private UpdateCounter counter;
     private NDArray foundInf;
     private Optimizer djlAdam;
-    private AdamSettings settings;
 
     /** Creates the benchmark; JMH calls {@link #setUp()} before measuring. */
     public OptimizerStepBenchmark() {}
@@ -86,7 +86,6 @@ public class OptimizerStepBenchmark {
                         0);
         foundInf = manager.zeros(new Shape());
         djlAdam = Optimizer.adam().optLearningRateTracker(Tracker.fixed(1e-4f)).build();
-        settings = new AdamSettings(0.9f, 0.999f, 1e-8f, 0f, false);
     }
 
     /** Frees every array. */
@@ -106,15 +105,18 @@ public class OptimizerStepBenchmark {
     /** djl-amp: one fused call for every parameter, skip decided on the device. */
     @Benchmark
     public void fused() {
-        backend.fusedAdamStep(
-                weights,
-                gradients,
-                means,
-                variances,
-                LearningRate.fixed(1e-4f),
-                settings,
-                GradientAdjustment.NONE,
-                counter,
-                foundInf);
+        backend.fusedStep(
+                FusedOptimizerStep.builder("adam")
+                        .setting("beta1", 0.9f)
+                        .setting("beta2", 0.999f)
+                        .setting("epsilon", 1e-8f)
+                        .parameters(weights, gradients)
+                        .state(means)
+                        .state(variances)
+                        .learningRate(LearningRate.fixed(1e-4f))
+                        .adjustment(GradientAdjustment.NONE)
+                        .counter(counter)
+                        .foundInf(foundInf)
+                        .build());
     }
 }

@@ -34,6 +34,7 @@ import io.github.djlamp.amp.train.AmpTrainingConfig;
 import io.github.djlamp.amp.train.LossScalingOptimizer;
 import java.util.Map;
 import java.util.Set;
+import java.util.TreeMap;
 import java.util.function.Supplier;
 import org.junit.jupiter.api.Test;
 
@@ -131,6 +132,67 @@ class FusedOptimizerTrainingTest {
                 skips);
     }
 
+    /**
+     * DJL's PyTorch engine has no Nag update ({@code nagUpdate} throws "Not implemented"), so the
+     * fused Nag trains against DJL's rule ({@link DjlNagRule}) on DJL's per-parameter path, with a
+     * skipped step in between; the schedule, rescaling and two-sided clipping of the second run
+     * reach the fused kernel's other composition.
+     */
+    @Test
+    void fusedNagTrainsLikeDjlsNagRuleAcrossASkippedStep() {
+        Set<Integer> skips = Set.of(BAD_STEP);
+        check(
+                () -> new DjlNagRule(Optimizer.nag().optWeightDecays(1e-3f), FIXED_RATE, 0.9f),
+                () ->
+                        Optimizer.nag()
+                                .setLearningRateTracker(FIXED_RATE)
+                                .setMomentum(0.9f)
+                                .optWeightDecays(1e-3f)
+                                .build(),
+                STEPS,
+                skips,
+                NOTHING);
+        check(
+                () ->
+                        new DjlNagRule(
+                                Optimizer.nag()
+                                        .optWeightDecays(1e-3f)
+                                        .optClipGrad(0.02f)
+                                        .setRescaleGrad(0.5f)
+                                        .optBeginNumUpdate(2),
+                                EVERY_STEP_DIFFERENT,
+                                0.9f),
+                () ->
+                        Optimizer.nag()
+                                .setLearningRateTracker(EVERY_STEP_DIFFERENT)
+                                .setMomentum(0.9f)
+                                .optWeightDecays(1e-3f)
+                                .optClipGrad(0.02f)
+                                .setRescaleGrad(0.5f)
+                                .optBeginNumUpdate(2)
+                                .build(),
+                STEPS,
+                skips,
+                NOTHING);
+    }
+
+    private static final Tracker FIXED_RATE = Tracker.fixed(0.05f);
+
+    /** The fused kinds match DJL's class exactly: a subclass of Nag may update otherwise. */
+    @Test
+    void aSubclassOfAFusedOptimizerKeepsItsOwnUpdate() {
+        try (Model model = Model.newInstance("subclass", "PyTorch")) {
+            AmpTrainingConfig config =
+                    configure(
+                            model,
+                            new DjlNagRule(Optimizer.nag(), FIXED_RATE, 0.9f),
+                            FusedOptimizer.ON);
+            try (Trainer trainer = model.newTrainer(config)) {
+                assertFalse(((LossScalingOptimizer) config.getOptimizer()).isFused());
+            }
+        }
+    }
+
     @Test
     void aRatePerParameterKeepsDjlsOwnUpdate() {
         Optimizer perParameter =
@@ -182,10 +244,20 @@ class FusedOptimizerTrainingTest {
 
     private static void check(
             Supplier<Optimizer> optimizer, int steps, Set<Integer> badSteps, BeforeStep change) {
+        check(optimizer, optimizer, steps, badSteps, change);
+    }
+
+    /** Trains {@code djl} on DJL's per-parameter update, {@code fused} fused, and compares. */
+    private static void check(
+            Supplier<Optimizer> djlPath,
+            Supplier<Optimizer> fusedPath,
+            int steps,
+            Set<Integer> badSteps,
+            BeforeStep change) {
         Map<String, Snapshots.Bits> djl =
-                train(optimizer.get(), FusedOptimizer.OFF, steps, badSteps, change);
+                train(djlPath.get(), FusedOptimizer.OFF, steps, badSteps, change);
         Map<String, Snapshots.Bits> fused =
-                train(optimizer.get(), FusedOptimizer.ON, steps, badSteps, change);
+                train(fusedPath.get(), FusedOptimizer.ON, steps, badSteps, change);
         assertEquals(djl.keySet(), fused.keySet());
         for (String name : djl.keySet()) {
             int[] expected = djl.get(name).bits;
@@ -284,12 +356,17 @@ class FusedOptimizerTrainingTest {
                             grad.set(new NDIndex(0, 0), Float.NaN);
                         }
                         Map<String, Snapshots.Bits> previous = Snapshots.weights(block);
+                        Map<String, Snapshots.Bits> stateBefore = fusedState(config, block);
                         amp.unscaleGradients();
                         assertEquals(bad, amp.isSkipping(), "step " + i);
                         amp.step();
                         weights = Snapshots.weights(block);
                         if (bad) {
                             assertEquals(previous, weights, "skipped: weights bitwise unchanged");
+                            assertEquals(
+                                    stateBefore,
+                                    fusedState(config, block),
+                                    "skipped: the fused optimizer state bitwise unchanged");
                             assertGradientsCleared(block, step);
                         } else {
                             assertFalse(previous.equals(weights), "step " + i + " applied");
@@ -300,6 +377,19 @@ class FusedOptimizerTrainingTest {
                 return weights;
             }
         }
+    }
+
+    /** The fused path's buffers by parameter name and index; empty on DJL's path. */
+    private static Map<String, Snapshots.Bits> fusedState(AmpTrainingConfig config, Block block) {
+        LossScalingOptimizer optimizer = (LossScalingOptimizer) config.getOptimizer();
+        Map<String, Snapshots.Bits> state = new TreeMap<>();
+        for (Pair<String, Parameter> p : block.getParameters()) {
+            NDList buffers = optimizer.getFusedState(p.getValue().getId());
+            for (int b = 0; b < buffers.size(); b++) {
+                state.put(p.getKey() + "#" + b, Snapshots.Bits.of(buffers.get(b)));
+            }
+        }
+        return state;
     }
 
     private static void assertGradientsCleared(Block block, NDManager manager) {

@@ -49,6 +49,14 @@ final class Snapshots {
                 Snapshots.<Integer>field(optimizer, "numUpdate"));
     }
 
+    /**
+     * A momentum optimizer's private per-parameter state ({@code momentumStates} of DJL's Sgd or
+     * Nag), read through reflection.
+     */
+    static Map<String, Map<Device, NDArray>> momentumStates(Optimizer optimizer) {
+        return readField(optimizer.getClass(), optimizer, "momentumStates");
+    }
+
     private static Map<String, Bits> moments(Optimizer optimizer, Class<?> owner, String name) {
         Map<String, Map<Device, NDArray>> state = readField(owner, optimizer, name);
         Map<String, Bits> result = new TreeMap<>();

@@ -1,0 +1,64 @@
+package io.github.djlamp.amp.pytorch;
+
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDManager;
+import ai.djl.training.optimizer.Nag;
+import ai.djl.training.tracker.Tracker;
+import java.util.HashMap;
+import java.util.Map;
+
+/**
+ * DJL's {@link Nag} update as DJL's only engine with one runs it (its MXNet engine calls MXNet
+ * 1.9.1's {@code nag_mom_update}; DJL's PyTorch engine throws "Not implemented"): {@code g' =
+ * clip(rescaleGrad g, -clipGrad, clipGrad) + wd w}, {@code v = momentum v - lr g'}, {@code w = w +
+ * momentum v - lr g'}, {@code v} from zero, the rate from DJL's update count. The reference the
+ * fused Nag is checked against.
+ */
+final class DjlNagRule extends Nag {
+
+    private final Tracker rate;
+    private final float momentum;
+    private final Map<String, NDArray> velocities = new HashMap<>();
+
+    /**
+     * Creates the rule with the settings of {@code builder}, whose rate and momentum DJL keeps
+     * private: the same ones are passed again.
+     */
+    DjlNagRule(Nag.Builder builder, Tracker rate, float momentum) {
+        super(builder.setLearningRateTracker(rate).setMomentum(momentum));
+        this.rate = rate;
+        this.momentum = momentum;
+    }
+
+    @Override
+    public void update(String parameterId, NDArray weight, NDArray grad) {
+        float lr = rate.getNewValue(updateCount(parameterId));
+        NDArray v = velocities.computeIfAbsent(parameterId, k -> weight.zerosLike());
+        try (NDManager scope = weight.getManager().newSubManager()) {
+            NDArray g = scoped(scope, grad.mul(rescaleGrad));
+            if (clipGrad >= 0f) {
+                g = scoped(scope, g.clip(-clipGrad, clipGrad));
+            }
+            g = scoped(scope, g.add(scoped(scope, weight.mul(getWeightDecay()))));
+            NDArray step = scoped(scope, g.mul(lr));
+            v.muli(momentum).subi(step);
+            weight.addi(scoped(scope, v.mul(momentum))).subi(step);
+        }
+        // as DJL's native updates do: DJL hands the optimizer a copy of the gradient
+        if (weight.hasGradient()) {
+            try (NDArray own = weight.getGradient()) {
+                own.muli(0f);
+            }
+        }
+    }
+
+    /** The velocity {@code v} of a parameter, null before its first update. */
+    NDArray velocity(String parameterId) {
+        return velocities.get(parameterId);
+    }
+
+    private static NDArray scoped(NDManager scope, NDArray array) {
+        array.attach(scope);
+        return array;
+    }
+}
