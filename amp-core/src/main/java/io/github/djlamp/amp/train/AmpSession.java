@@ -203,7 +203,6 @@ public final class AmpSession implements AutoCloseable {
             sessionManager.close();
         }
         scaling = scalingFor(policy.getComputePrecision());
-        scaler = new LossScaler(scaling, backend, manager, device);
         Device[] devices = trainer.getDevices();
         boolean wantsFused =
                 optimizer != null && options.getFusedOptimizer().wantsFusedSteps(devices);
@@ -214,10 +213,12 @@ public final class AmpSession implements AutoCloseable {
                     devices.length);
         }
         fusedOptimizer = wantsFused && devices.length == 1 && optimizer.planFusedSteps();
-        if (fusedOptimizer) {
-            // the optimizer skips on the device: nothing needs the verdict on the host each step
-            scaler.keepStateOnDevice(options.getHostSyncInterval());
-        }
+        // fused steps skip on the device: nothing needs the verdict on the host each step
+        scaler =
+                fusedOptimizer
+                        ? LossScaler.onDevice(
+                                scaling, backend, manager, device, options.getHostSyncInterval())
+                        : LossScaler.onHost(scaling, backend, manager, device);
         buffers = scaling.isEnabled() ? block.enableBufferSnapshots() : null;
         lossHealth = null;
         if (scaling.isEnabled()) {

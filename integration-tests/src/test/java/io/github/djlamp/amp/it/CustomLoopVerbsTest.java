@@ -181,12 +181,13 @@ class CustomLoopVerbsTest {
                     collector.backward(trainer.getLoss().evaluate(y, trainer.forward(x)));
                 }
                 amp.unscaleGradients();
-                AmpException twice = assertThrows(AmpException.class, amp::unscaleGradients);
+                IllegalStateException twice =
+                        assertThrows(IllegalStateException.class, amp::unscaleGradients);
                 assertTrue(twice.getMessage().contains("call amp.step() now"), twice.getMessage());
                 assertFalse(twice.getMessage().contains("update()"), twice.getMessage());
-                AmpException late =
+                IllegalStateException late =
                         assertThrows(
-                                AmpException.class,
+                                IllegalStateException.class,
                                 () -> trainer.getLoss().evaluate(y, trainer.forward(x)));
                 assertTrue(late.getMessage().contains("amp.step() first"), late.getMessage());
                 assertFalse(late.getMessage().contains("unscaleAndCheck"), late.getMessage());
