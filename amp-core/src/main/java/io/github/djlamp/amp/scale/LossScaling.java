@@ -286,7 +286,9 @@ public final class LossScaling {
          * @throws IllegalArgumentException otherwise
          */
         public Builder initScale(float scale) {
-            initScale = checkRange("initScale", scale, "GradScaler's default is 65536 (2^16)");
+            initScale =
+                    LossScalingChecks.scale(
+                            "initScale", scale, "GradScaler's default is 65536 (2^16)");
             return this;
         }
 
@@ -298,13 +300,7 @@ public final class LossScaling {
          * @throws IllegalArgumentException otherwise
          */
         public Builder growthFactor(double factor) {
-            if (!(factor > 1) || Double.isInfinite(factor)) {
-                throw new IllegalArgumentException(
-                        "growthFactor must be finite and > 1, got "
-                                + factor
-                                + "; GradScaler's default is 2.0");
-            }
-            growthFactor = factor;
+            growthFactor = LossScalingChecks.growthFactor(factor);
             return this;
         }
 
@@ -316,13 +312,7 @@ public final class LossScaling {
          * @throws IllegalArgumentException otherwise
          */
         public Builder backoffFactor(double factor) {
-            if (!(factor > 0 && factor < 1)) {
-                throw new IllegalArgumentException(
-                        "backoffFactor must be in (0, 1), got "
-                                + factor
-                                + "; GradScaler's default is 0.5");
-            }
-            backoffFactor = factor;
+            backoffFactor = LossScalingChecks.backoffFactor(factor);
             return this;
         }
 
@@ -335,13 +325,7 @@ public final class LossScaling {
          * @throws IllegalArgumentException otherwise
          */
         public Builder growthInterval(int steps) {
-            if (steps <= 0) {
-                throw new IllegalArgumentException(
-                        "growthInterval must be >= 1 step, got "
-                                + steps
-                                + "; GradScaler's default is 2000");
-            }
-            growthInterval = steps;
+            growthInterval = LossScalingChecks.growthInterval(steps);
             return this;
         }
 
@@ -354,13 +338,7 @@ public final class LossScaling {
          * @throws IllegalArgumentException otherwise
          */
         public Builder hysteresis(int overflows) {
-            if (overflows < 1) {
-                throw new IllegalArgumentException(
-                        "hysteresis must be >= 1 overflow, got "
-                                + overflows
-                                + "; 1 backs off on every overflow as GradScaler does");
-            }
-            hysteresis = overflows;
+            hysteresis = LossScalingChecks.hysteresis(overflows);
             return this;
         }
 
@@ -372,7 +350,7 @@ public final class LossScaling {
          * @throws IllegalArgumentException otherwise
          */
         public Builder minScale(float scale) {
-            minScale = checkRange("minScale", scale, "the default is 1");
+            minScale = LossScalingChecks.scale("minScale", scale, "the default is 1");
             return this;
         }
 
@@ -384,25 +362,8 @@ public final class LossScaling {
          * @throws IllegalArgumentException otherwise
          */
         public Builder maxScale(float scale) {
-            maxScale = checkRange("maxScale", scale, "the default is 16777216 (2^24)");
+            maxScale = LossScalingChecks.scale("maxScale", scale, "the default is 16777216 (2^24)");
             return this;
-        }
-
-        private static float checkRange(String setting, float scale, String hint) {
-            if (!(scale >= MIN_ALLOWED_SCALE && scale <= MAX_ALLOWED_SCALE)) {
-                throw new IllegalArgumentException(
-                        setting
-                                + " must lie within [2^-24, 2^40] = ["
-                                + MIN_ALLOWED_SCALE
-                                + ", "
-                                + MAX_ALLOWED_SCALE
-                                + "], got "
-                                + scale
-                                + " (below, every scaled gradient underflows to zero; above,"
-                                + " every step overflows and is skipped); "
-                                + hint);
-            }
-            return scale;
         }
 
         /**
@@ -413,26 +374,8 @@ public final class LossScaling {
          *     outside [minScale, maxScale]
          */
         public LossScaling build() {
-            if (mode == Mode.NONE) {
-                return new LossScaling(this);
-            }
-            if (minScale > maxScale) {
-                throw new IllegalArgumentException(
-                        "minScale ("
-                                + minScale
-                                + ") must not exceed maxScale ("
-                                + maxScale
-                                + "); lower minScale or raise maxScale");
-            }
-            if (initScale < minScale || initScale > maxScale) {
-                throw new IllegalArgumentException(
-                        "initScale ("
-                                + initScale
-                                + ") must lie within [minScale, maxScale] = ["
-                                + minScale
-                                + ", "
-                                + maxScale
-                                + "]");
+            if (mode != Mode.NONE) {
+                LossScalingChecks.bounds(initScale, minScale, maxScale);
             }
             return new LossScaling(this);
         }

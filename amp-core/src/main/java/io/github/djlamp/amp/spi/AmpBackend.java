@@ -5,7 +5,6 @@ import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import io.github.djlamp.amp.policy.Precision;
-import io.github.djlamp.amp.scale.LossScaling;
 import java.util.function.Function;
 
 /**
@@ -171,9 +170,10 @@ public interface AmpBackend {
      *
      * @param state the device state, updated in place
      * @param foundInf a one-element FP32 array, non-zero when the step overflowed
-     * @param config the dynamic loss scaling configuration
+     * @param settings growth, backoff, hysteresis, minimum and maximum of the dynamic scale
      */
-    void updateScaleWithHysteresis(DeviceScaleState state, NDArray foundInf, LossScaling config);
+    void updateScaleWithHysteresis(
+            DeviceScaleState state, NDArray foundInf, DynamicScaleSettings settings);
 
     /**
      * Evaluates {@code function} on detached copies of {@code inputs} with autograd recording on,

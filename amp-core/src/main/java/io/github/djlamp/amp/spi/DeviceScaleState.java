@@ -5,7 +5,6 @@ import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
-import io.github.djlamp.amp.scale.ScalerState;
 
 /**
  * The dynamic loss scale's state held on the device, for {@link
@@ -23,18 +22,28 @@ public final class DeviceScaleState implements AutoCloseable {
     private final NDArray collapsed;
 
     /**
-     * Creates the state from a host snapshot, on a sub-manager of {@code parent}.
+     * Creates the state from host values, on a sub-manager of {@code parent}; the collapse flag
+     * starts at 0.
      *
-     * @param state the values to start from
+     * @param scale the loss scale
+     * @param growthTracker clean steps counted towards the next growth
+     * @param overflowsSinceChange overflows counted towards the next backoff
+     * @param skippedSteps steps skipped so far
      * @param parent the manager whose sub-manager owns the arrays
      * @param device the device of the arrays
      */
-    public DeviceScaleState(ScalerState state, NDManager parent, Device device) {
+    public DeviceScaleState(
+            float scale,
+            int growthTracker,
+            int overflowsSinceChange,
+            long skippedSteps,
+            NDManager parent,
+            Device device) {
         manager = parent.newSubManager(device);
-        scale = manager.create(new float[] {state.getScale()});
-        growthTracker = manager.create(new int[] {state.getGrowthTracker()});
-        overflowsSinceChange = manager.create(new int[] {state.getOverflowsSinceChange()});
-        skippedSteps = manager.create(new long[] {state.getSkippedSteps()});
+        this.scale = manager.create(new float[] {scale});
+        this.growthTracker = manager.create(new int[] {growthTracker});
+        this.overflowsSinceChange = manager.create(new int[] {overflowsSinceChange});
+        this.skippedSteps = manager.create(new long[] {skippedSteps});
         collapsed = manager.zeros(new Shape(1), DataType.FLOAT32);
     }
 

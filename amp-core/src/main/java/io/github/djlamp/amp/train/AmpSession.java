@@ -168,14 +168,16 @@ public final class AmpSession implements AutoCloseable {
      * under the same loss scaling. Idempotent.
      *
      * @param trainer the trainer
-     * @throws AmpException when another trainer made from the same configuration is still open
+     * @throws IllegalStateException when another trainer made from the same configuration is still
+     *     open
+     * @throws AmpException when the trainer's model block is not this session's block
      */
     public void attach(Trainer trainer) {
         if (this.trainer == trainer) {
             return;
         }
         if (this.trainer != null && !trainerClosed) {
-            throw new AmpException(
+            throw new IllegalStateException(
                     "This AmpTrainingConfig already drives an open trainer, and one configuration"
                             + " holds the mixed precision state (loss scale, skipped steps) of one"
                             + " trainer at a time: close the first trainer before creating the"
@@ -203,7 +205,6 @@ public final class AmpSession implements AutoCloseable {
             sessionManager.close();
         }
         scaling = scalingFor(policy.getComputePrecision());
-        scaler = new LossScaler(scaling, backend, manager, device);
         Device[] devices = trainer.getDevices();
         boolean wantsFused =
                 optimizer != null && options.getFusedOptimizer().wantsFusedSteps(devices);
@@ -214,10 +215,12 @@ public final class AmpSession implements AutoCloseable {
                     devices.length);
         }
         fusedOptimizer = wantsFused && devices.length == 1 && optimizer.planFusedSteps();
-        if (fusedOptimizer) {
-            // the optimizer skips on the device: nothing needs the verdict on the host each step
-            scaler.keepStateOnDevice(options.getHostSyncInterval());
-        }
+        // fused steps skip on the device: nothing needs the verdict on the host each step
+        scaler =
+                fusedOptimizer
+                        ? LossScaler.onDevice(
+                                scaling, backend, manager, device, options.getHostSyncInterval())
+                        : LossScaler.onHost(scaling, backend, manager, device);
         buffers = scaling.isEnabled() ? block.getTrainingLink().enableBufferSnapshots() : null;
         lossHealth = null;
         if (scaling.isEnabled()) {
@@ -284,6 +287,7 @@ public final class AmpSession implements AutoCloseable {
      * Returns the policy in use and, when it was chosen by "auto", why.
      *
      * @return for example {@code float32 (auto on cpu(): ...)}
+     * @throws IllegalStateException before the session is attached to a trainer
      */
     public String getPolicyChoice() {
         requireAttached();
@@ -356,7 +360,7 @@ public final class AmpSession implements AutoCloseable {
      * Returns the loss scaler.
      *
      * @return the scaler
-     * @throws AmpException before the session is attached to a trainer
+     * @throws IllegalStateException before the session is attached to a trainer
      */
     public LossScaler getScaler() {
         requireAttached();
@@ -377,6 +381,7 @@ public final class AmpSession implements AutoCloseable {
      * Returns the concrete policy in use.
      *
      * @return the policy ("auto" resolved)
+     * @throws IllegalStateException before the session is attached to a trainer
      */
     public PrecisionPolicy getPolicy() {
         requireAttached();
@@ -400,6 +405,7 @@ public final class AmpSession implements AutoCloseable {
      * @param loss the unscaled loss
      * @return the loss scaled for backward
      * @throws AmpException when {@code loss} was already scaled by djl-amp
+     * @throws IllegalStateException when this step's gradients were already unscaled and checked
      */
     public NDArray scale(NDArray loss) {
         requireAttached();
@@ -429,12 +435,13 @@ public final class AmpSession implements AutoCloseable {
      * Unscales every device's gradients in place and checks them for Inf/NaN, for users who clip
      * gradients: clip after this, then call {@link #step()}, which skips the step on overflow.
      *
-     * @throws AmpException when the gradients of this step were already unscaled
+     * @throws IllegalStateException when the gradients of this step were already unscaled, or no
+     *     loss was scaled for them
      */
     public void unscaleGradients() {
         requireAttached();
         if (scaling.isEnabled() && !scaledThisStep) {
-            throw new AmpException(
+            throw new IllegalStateException(
                     "No loss was scaled for this step's backward, so there is nothing to unscale:"
                             + " pass trainer.getLoss().evaluate(...) (or amp.scale(loss) of a Loss"
                             + " of your own) to backward before amp.step()");
@@ -453,6 +460,7 @@ public final class AmpSession implements AutoCloseable {
      * @throws LossScaleCollapsedException when overflows push the scale below its minimum
      * @throws AmpException when a fixed scale overflowed on {@value #FIXED_SCALE_OVERFLOW_LIMIT}
      *     steps in a row
+     * @throws IllegalStateException when no loss was scaled for this step's backward
      */
     public void step() {
         requireAttached();
@@ -713,7 +721,8 @@ public final class AmpSession implements AutoCloseable {
      *
      * @return true after an overflow was found in this step's gradients; false whenever the loss is
      *     not scaled (nothing can overflow the scale then)
-     * @throws AmpException when this step's gradients were never checked under loss scaling
+     * @throws IllegalStateException when this step's gradients were never checked under loss
+     *     scaling
      */
     public boolean isSkipping() {
         if (current() == Verdict.UNCHECKED && !isScaling()) {
@@ -736,7 +745,7 @@ public final class AmpSession implements AutoCloseable {
             if (!isScaling()) {
                 return; // bf16 and fp32: a custom loop needs no scaler calls
             }
-            throw new AmpException(
+            throw new IllegalStateException(
                     "The optimizer ran before djl-amp checked the gradients: with EasyTrain keep"
                             + " the AmpTrainingListener that Amp.configure adds; in a custom loop"
                             + " end each step with AmpSession.step() instead of trainer.step()");
@@ -885,7 +894,7 @@ public final class AmpSession implements AutoCloseable {
 
     private void requireAttached() {
         if (trainer == null) {
-            throw new AmpException(
+            throw new IllegalStateException(
                     "The AMP session is not attached to a trainer yet: call"
                             + " AmpSession.of(trainer) (EasyTrain does this in onTrainingBegin)");
         }
@@ -895,6 +904,7 @@ public final class AmpSession implements AutoCloseable {
      * Returns the model being trained.
      *
      * @return the model
+     * @throws IllegalStateException before the session is attached to a trainer
      */
     public Model getModel() {
         requireAttached();

@@ -9,10 +9,10 @@ import ai.djl.pytorch.engine.PtNDArray;
 import ai.djl.pytorch.jni.JniUtils;
 import io.github.djlamp.amp.AmpException;
 import io.github.djlamp.amp.policy.Precision;
-import io.github.djlamp.amp.scale.LossScaling;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.DeviceCapabilities;
 import io.github.djlamp.amp.spi.DeviceScaleState;
+import io.github.djlamp.amp.spi.DynamicScaleSettings;
 import io.github.djlamp.amp.spi.FusedOptimizerStep;
 import io.github.djlamp.amp.spi.LearningRate;
 import io.github.djlamp.amp.spi.MemoryLayout;
@@ -257,7 +257,7 @@ public final class PtAmpBackend implements AmpBackend {
     /** {@inheritDoc} */
     @Override
     public void updateScaleWithHysteresis(
-            DeviceScaleState state, NDArray foundInf, LossScaling config) {
+            DeviceScaleState state, NDArray foundInf, DynamicScaleSettings settings) {
         PtNDArray[] arrays = {
             requireScalarFp32(state.getScale(), "scale"),
             requireScalar(state.getGrowthTracker(), DataType.INT32, "growthTracker"),
@@ -266,12 +266,12 @@ public final class PtAmpBackend implements AmpBackend {
             requireScalarFp32(state.getCollapsed(), "collapsed")
         };
         double[] factors = {
-            config.getGrowthFactor(),
-            config.getBackoffFactor(),
-            config.getMinScale(),
-            config.getMaxScale()
+            settings.getGrowthFactor(),
+            settings.getBackoffFactor(),
+            settings.getMinScale(),
+            settings.getMaxScale()
         };
-        long[] counts = {config.getGrowthInterval(), config.getHysteresis()};
+        long[] counts = {settings.getGrowthInterval(), settings.getHysteresis()};
         kernels()
                 .updateScaleWithHysteresis(
                         arrays, requireScalarFp32(foundInf, "foundInf"), factors, counts);

@@ -13,6 +13,7 @@ import io.github.djlamp.amp.scale.ScalerState;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.AmpBackends;
 import io.github.djlamp.amp.spi.DeviceScaleState;
+import io.github.djlamp.amp.spi.DynamicScaleSettings;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -37,6 +38,16 @@ class DeviceScaleUpdateTest {
         manager.close();
     }
 
+    private DeviceScaleState deviceState(ScalerState start) {
+        return new DeviceScaleState(
+                start.getScale(),
+                start.getGrowthTracker(),
+                start.getOverflowsSinceChange(),
+                start.getSkippedSteps(),
+                manager,
+                Device.cpu());
+    }
+
     @Test
     void followsTheHostScalerThroughGrowthCapHysteresisAndCollapse() {
         LossScaling config =
@@ -52,9 +63,16 @@ class DeviceScaleUpdateTest {
         // clean runs grow 8 -> 24 -> 72 -> 100 (capped); overflows then back off every second time
         String pattern = "ccccccccxcxxcxxxxxxxxxxxxxxxxxxxxxxx";
         boolean collapsed = false;
-        try (LossScaler host = new LossScaler(config, backend, manager, Device.cpu());
-                DeviceScaleState device =
-                        new DeviceScaleState(host.state(), manager, Device.cpu())) {
+        DynamicScaleSettings settings =
+                new DynamicScaleSettings(
+                        config.getGrowthFactor(),
+                        config.getBackoffFactor(),
+                        config.getGrowthInterval(),
+                        config.getHysteresis(),
+                        config.getMinScale(),
+                        config.getMaxScale());
+        try (LossScaler host = LossScaler.onHost(config, backend, manager, Device.cpu());
+                DeviceScaleState device = deviceState(host.state())) {
             for (int i = 0; i < pattern.length() && !collapsed; i++) {
                 boolean overflow = pattern.charAt(i) == 'x';
                 try (NDManager step = manager.newSubManager()) {
@@ -62,7 +80,7 @@ class DeviceScaleUpdateTest {
                     GradientSet grads =
                             new GradientSet().add("w", step.create(new float[] {value}));
                     host.unscaleAndCheck(grads, step);
-                    backend.updateScaleWithHysteresis(device, host.getFoundInfArray(), config);
+                    backend.updateScaleWithHysteresis(device, host.getFoundInfArray(), settings);
                     try {
                         host.update();
                     } catch (LossScaleCollapsedException e) {

@@ -5,10 +5,10 @@ import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import io.github.djlamp.amp.policy.Precision;
-import io.github.djlamp.amp.scale.LossScaling;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.DeviceCapabilities;
 import io.github.djlamp.amp.spi.DeviceScaleState;
+import io.github.djlamp.amp.spi.DynamicScaleSettings;
 import io.github.djlamp.amp.spi.FusedOptimizerStep;
 import io.github.djlamp.amp.spi.MemoryLayout;
 import java.util.EnumSet;
@@ -119,8 +119,8 @@ final class WrongLayoutBackend implements AmpBackend {
 
     @Override
     public void updateScaleWithHysteresis(
-            DeviceScaleState state, NDArray foundInf, LossScaling config) {
-        real.updateScaleWithHysteresis(state, foundInf, config);
+            DeviceScaleState state, NDArray foundInf, DynamicScaleSettings settings) {
+        real.updateScaleWithHysteresis(state, foundInf, settings);
     }
 
     @Override

@@ -26,10 +26,9 @@ import org.openjdk.jmh.annotations.Warmup;
 /**
  * The loss scaler's share of a training step (unscale and check every gradient, then the scale
  * update): the verdict read on the host every step, against the state kept on the device and read
- * every 100 steps ({@link LossScaler#keepStateOnDevice(int)}, the fused optimizer path). On a CPU
- * the host read waits for nothing, so this shows what the device-side bookkeeping costs in calls,
- * not what it saves on a GPU. The scale is 1 so that repeated unscaling leaves the gradients as
- * they are.
+ * every 100 steps ({@link LossScaler#onDevice}, the fused optimizer path). On a CPU the host read
+ * waits for nothing, so this shows what the device-side bookkeeping costs in calls, not what it
+ * saves on a GPU. The scale is 1 so that repeated unscaling leaves the gradients as they are.
  */
 @BenchmarkMode(Mode.AverageTime)
 @OutputTimeUnit(TimeUnit.MICROSECONDS)
@@ -64,9 +63,8 @@ public class ScalerStepBenchmark {
             gradients.add("p" + i++, manager.randomNormal(shape).mul(1e-3));
         }
         LossScaling scaling = LossScaling.dynamicBuilder().initScale(1f).minScale(1f).build();
-        hostRead = new LossScaler(scaling, backend, manager, Device.cpu());
-        onDevice = new LossScaler(scaling, backend, manager, Device.cpu());
-        onDevice.keepStateOnDevice(100);
+        hostRead = LossScaler.onHost(scaling, backend, manager, Device.cpu());
+        onDevice = LossScaler.onDevice(scaling, backend, manager, Device.cpu(), 100);
     }
 
     /** Frees every array. */
