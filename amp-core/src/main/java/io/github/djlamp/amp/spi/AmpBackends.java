@@ -1,7 +1,7 @@
 package io.github.djlamp.amp.spi;
 
 import ai.djl.ndarray.NDManager;
-import io.github.djlamp.amp.AmpException;
+import io.github.djlamp.amp.exception.AmpException;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
