@@ -169,11 +169,12 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
     /**
      * Returns what this block shares with djl-amp's trainer glue (the training store, the count of
      * training forwards, the tree version, the cast cache, buffer snapshots, the before-save
-     * action). Not part of djl-amp's API: its type lives in a package a module descriptor would not
-     * export.
+     * action). Not part of djl-amp's API: its type lives in a package the module descriptor does
+     * not export.
      *
      * @return the block's link to the trainer glue
      */
+    @SuppressWarnings("exports") // public for the train package only
     public TrainingLink getTrainingLink() {
         return trainingLink;
     }

@@ -48,7 +48,7 @@ public final class AmpBackends {
         throw new AmpException(
                 "No djl-amp backend for the DJL engine '"
                         + engineName
-                        + "' is on the classpath (found: "
+                        + "' is on the class path or module path (found: "
                         + (found.isEmpty() ? "none" : String.join(", ", found))
                         + "). Add the dependency io.github.djlamp:amp-djl-engine and use DJL's"
                         + " PyTorch engine (ai.djl.pytorch:pytorch-engine).");
