@@ -3,8 +3,9 @@
 # repository the consumer build installs into) holds everything Maven Central requires of each
 # artifact in .ci/published-artifacts, except signatures: a POM with name, description, url,
 # license, developer and scm (inherited from the parent POM where Maven inherits them), and for a
-# jar module the main jar (with an Automatic-Module-Name), a sources jar, a javadoc jar, and a line
-# in the staged BOM; and the BOM's DJL and PyTorch versions must be the parent's.
+# jar module the main jar (with a module-info.class naming an io.github.djlamp module), a sources
+# jar, a javadoc jar, and a line in the staged BOM; and the BOM's DJL and PyTorch versions must be
+# the parent's.
 # Usage: check-staged.sh REPOSITORY_FOLDER VERSION [LIST]. Lists every missing piece, then fails.
 set -euo pipefail
 repo=$1
@@ -75,9 +76,10 @@ while read -r artifact packaging; do
   javadoc=$(newest "$dir" "$artifact-*-javadoc.jar")
   if [[ -z $main ]]; then
     missing+=("$dir: no main jar")
-  elif ! jar --describe-module --file "$main" 2>/dev/null | grep -q '^io\.github\.djlamp\.[a-z.]*\(@[^ ]*\)\? automatic$'; then
-    # a name derived from the file name (amp.core) would not start with the group
-    missing+=("$main: no Automatic-Module-Name")
+  elif ! jar --describe-module --file "$main" 2>/dev/null \
+      | grep -q '^io\.github\.djlamp\.[a-z.]*\(@[^ ]*\)\? .*!/module-info\.class$'; then
+    # without one, the module name would be derived from the file name (amp.core)
+    missing+=("$main: no module-info.class naming an io.github.djlamp module")
   fi
   if [[ -z $sources ]]; then
     missing+=("$dir: no sources jar")

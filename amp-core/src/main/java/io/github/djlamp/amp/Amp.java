@@ -3,6 +3,7 @@ package io.github.djlamp.amp;
 import ai.djl.nn.Block;
 import ai.djl.training.TrainingConfig;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
+import io.github.djlamp.amp.exception.AmpException;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
 import io.github.djlamp.amp.scale.LossScaling;
 import io.github.djlamp.amp.spi.MemoryLayout;

@@ -8,6 +8,7 @@
  * machine, {@code train} is the glue into DJL's trainer (scaled loss, listener, optimizer
  * decorator, the verb API for custom loops), {@code diagnostics} reports what to change for fast
  * 16-bit compute, and {@code spi} is what an engine must provide (casts, dtype queries, PyTorch's
- * loss scaling kernels, hardware capabilities), found at run time in {@code amp-djl-engine}.
+ * loss scaling kernels, hardware capabilities), found at run time in {@code amp-djl-engine}. {@code
+ * exception} holds {@link io.github.djlamp.amp.exception.AmpException}, which all of them throw.
  */
 package io.github.djlamp.amp;

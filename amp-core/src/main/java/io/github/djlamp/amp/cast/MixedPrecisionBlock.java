@@ -72,8 +72,8 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
      * @param lowLayout the layout of 16-bit inputs and weights of low-precision blocks: {@link
      *     MemoryLayout#CHANNELS_LAST} or {@link MemoryLayout#PRESERVE}
      * @throws IllegalArgumentException when an override of the policy names no block in the tree
-     * @throws io.github.djlamp.amp.AmpException when an override would hand bf16 arrays to a block
-     *     that may call softmax (which terminates the JVM in DJL's PyTorch engine)
+     * @throws io.github.djlamp.amp.exception.AmpException when an override would hand bf16 arrays
+     *     to a block that may call softmax (which terminates the JVM in DJL's PyTorch engine)
      */
     public MixedPrecisionBlock(Block original, PrecisionPolicy policy, MemoryLayout lowLayout) {
         this(original, policy, lowLayout, KernelVerification.ON);
@@ -93,8 +93,8 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
      * @throws NullPointerException naming the argument that is null
      * @throws IllegalArgumentException when an override of the policy names no block in the tree,
      *     or when {@code -Ddjlamp.amp.releaseIntermediates} is neither true nor false
-     * @throws io.github.djlamp.amp.AmpException when an override would hand bf16 arrays to a block
-     *     that may call softmax (which terminates the JVM in DJL's PyTorch engine)
+     * @throws io.github.djlamp.amp.exception.AmpException when an override would hand bf16 arrays
+     *     to a block that may call softmax (which terminates the JVM in DJL's PyTorch engine)
      */
     public MixedPrecisionBlock(
             Block original,
@@ -169,11 +169,12 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
     /**
      * Returns what this block shares with djl-amp's trainer glue (the training store, the count of
      * training forwards, the tree version, the cast cache, buffer snapshots, the before-save
-     * action). Not part of djl-amp's API: its type lives in a package a module descriptor would not
-     * export.
+     * action). Not part of djl-amp's API: its type lives in a package the module descriptor does
+     * not export.
      *
      * @return the block's link to the trainer glue
      */
+    @SuppressWarnings("exports") // public for the train package only
     public TrainingLink getTrainingLink() {
         return trainingLink;
     }
@@ -305,8 +306,8 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
     /**
      * {@inheritDoc}
      *
-     * @throws io.github.djlamp.amp.AmpException for FLOAT16 and BFLOAT16: djl-amp keeps fp32 master
-     *     weights
+     * @throws io.github.djlamp.amp.exception.AmpException for FLOAT16 and BFLOAT16: djl-amp keeps
+     *     fp32 master weights
      */
     @Override
     public void initialize(NDManager manager, DataType dataType, Shape... inputShapes) {

@@ -12,7 +12,7 @@ import ai.djl.training.optimizer.Nag;
 import ai.djl.training.optimizer.Optimizer;
 import ai.djl.training.optimizer.Sgd;
 import ai.djl.training.tracker.ParameterTracker;
-import io.github.djlamp.amp.AmpException;
+import io.github.djlamp.amp.exception.AmpException;
 import java.io.IOException;
 import java.io.InputStream;
 import java.lang.reflect.Field;

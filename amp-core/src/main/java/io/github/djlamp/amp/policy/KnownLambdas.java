@@ -2,7 +2,7 @@ package io.github.djlamp.amp.policy;
 
 import ai.djl.nn.LambdaBlock;
 import ai.djl.nn.ParallelBlock;
-import io.github.djlamp.amp.AmpException;
+import io.github.djlamp.amp.exception.AmpException;
 import io.github.djlamp.amp.internal.DjlSeam;
 import java.util.Set;
 import java.util.function.Supplier;

@@ -21,6 +21,9 @@ public final class GradientSet {
     private final List<String> names = new ArrayList<>();
     private final List<NDArray> gradients = new ArrayList<>();
 
+    /** Creates an empty set. */
+    public GradientSet() {}
+
     /**
      * Adds the gradient of one parameter on the first (or only) device.
      *

@@ -1,6 +1,6 @@
 package io.github.djlamp.amp.scale;
 
-import io.github.djlamp.amp.AmpException;
+import io.github.djlamp.amp.exception.AmpException;
 import java.util.List;
 
 /**

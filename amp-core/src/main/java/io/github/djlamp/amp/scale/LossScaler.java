@@ -3,7 +3,7 @@ package io.github.djlamp.amp.scale;
 import ai.djl.Device;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDManager;
-import io.github.djlamp.amp.AmpException;
+import io.github.djlamp.amp.exception.AmpException;
 import io.github.djlamp.amp.spi.AmpBackend;
 
 /**

@@ -37,7 +37,7 @@ public interface AmpBackend {
      * @param target the precision to cast to
      * @param resultManager the manager that owns the result
      * @return the cast array
-     * @throws io.github.djlamp.amp.AmpException if {@code array} is not floating point
+     * @throws io.github.djlamp.amp.exception.AmpException if {@code array} is not floating point
      */
     default NDArray cast(NDArray array, Precision target, NDManager resultManager) {
         return cast(array, target, MemoryLayout.PRESERVE, resultManager);
@@ -51,7 +51,7 @@ public interface AmpBackend {
      * @param layout the memory layout of the result
      * @param resultManager the manager that owns the result
      * @return the cast array
-     * @throws io.github.djlamp.amp.AmpException if {@code array} is not floating point
+     * @throws io.github.djlamp.amp.exception.AmpException if {@code array} is not floating point
      */
     NDArray cast(NDArray array, Precision target, MemoryLayout layout, NDManager resultManager);
 
@@ -106,7 +106,8 @@ public interface AmpBackend {
      * bitwise as they were. Every gradient is zeroed afterwards, skipped or not.
      *
      * @param step the kernel, its settings and the arrays it updates
-     * @throws io.github.djlamp.amp.AmpException when this engine has no kernel of that name
+     * @throws io.github.djlamp.amp.exception.AmpException when this engine has no kernel of that
+     *     name
      */
     void fusedStep(FusedOptimizerStep step);
 
@@ -208,7 +209,8 @@ public interface AmpBackend {
      *
      * @param array the array about to be passed to DJL
      * @param operation what is about to happen, for the message (e.g. {@code "backward"})
-     * @throws io.github.djlamp.amp.AmpException naming the operation and what to do instead
+     * @throws io.github.djlamp.amp.exception.AmpException naming the operation and what to do
+     *     instead
      */
     void requireDjlSafe(NDArray array, String operation);
 }

@@ -1,7 +1,7 @@
 package io.github.djlamp.amp.spi;
 
 import ai.djl.ndarray.NDManager;
-import io.github.djlamp.amp.AmpException;
+import io.github.djlamp.amp.exception.AmpException;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -48,7 +48,7 @@ public final class AmpBackends {
         throw new AmpException(
                 "No djl-amp backend for the DJL engine '"
                         + engineName
-                        + "' is on the classpath (found: "
+                        + "' is on the class path or module path (found: "
                         + (found.isEmpty() ? "none" : String.join(", ", found))
                         + "). Add the dependency io.github.djlamp:amp-djl-engine and use DJL's"
                         + " PyTorch engine (ai.djl.pytorch:pytorch-engine).");

@@ -2,7 +2,7 @@ package io.github.djlamp.amp.spi;
 
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
-import io.github.djlamp.amp.AmpException;
+import io.github.djlamp.amp.exception.AmpException;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.LinkedHashMap;

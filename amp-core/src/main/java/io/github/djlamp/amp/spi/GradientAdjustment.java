@@ -1,6 +1,6 @@
 package io.github.djlamp.amp.spi;
 
-import io.github.djlamp.amp.AmpException;
+import io.github.djlamp.amp.exception.AmpException;
 
 /**
  * What DJL's {@code Optimizer} does to every gradient before its update: {@code g * rescaleGrad},

@@ -2,7 +2,7 @@ package io.github.djlamp.amp.spi;
 
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.types.DataType;
-import io.github.djlamp.amp.AmpException;
+import io.github.djlamp.amp.exception.AmpException;
 
 /**
  * The learning rate of a fused optimizer step: a constant, or one value per DJL update count,

@@ -2,7 +2,7 @@ package io.github.djlamp.amp.spi;
 
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.types.DataType;
-import io.github.djlamp.amp.AmpException;
+import io.github.djlamp.amp.exception.AmpException;
 
 /**
  * DJL's count of optimizer updates, kept on the device for fused steps. DJL's {@code Optimizer}

@@ -1,7 +1,7 @@
 package io.github.djlamp.amp.train;
 
 import ai.djl.training.optimizer.Optimizer;
-import io.github.djlamp.amp.AmpException;
+import io.github.djlamp.amp.exception.AmpException;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.stream.Collectors;

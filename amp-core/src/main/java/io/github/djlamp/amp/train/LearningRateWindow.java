@@ -1,7 +1,7 @@
 package io.github.djlamp.amp.train;
 
 import ai.djl.training.tracker.Tracker;
-import io.github.djlamp.amp.AmpException;
+import io.github.djlamp.amp.exception.AmpException;
 import java.util.Arrays;
 
 /**

@@ -7,7 +7,7 @@ import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Parameter;
 import ai.djl.training.optimizer.Optimizer;
 import ai.djl.util.Pair;
-import io.github.djlamp.amp.AmpException;
+import io.github.djlamp.amp.exception.AmpException;
 import io.github.djlamp.amp.spi.AmpBackend;
 import java.io.IOException;
 import java.nio.file.Path;

@@ -6,7 +6,7 @@ import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
-import io.github.djlamp.amp.AmpException;
+import io.github.djlamp.amp.exception.AmpException;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;

@@ -17,7 +17,7 @@ import ai.djl.nn.core.Linear;
 import ai.djl.nn.transformer.TransformerEncoderBlock;
 import ai.djl.training.ParameterStore;
 import ai.djl.util.PairList;
-import io.github.djlamp.amp.AmpException;
+import io.github.djlamp.amp.exception.AmpException;
 import io.github.djlamp.amp.policy.CastCategory;
 import io.github.djlamp.amp.policy.LowPrecisionSafe;
 import io.github.djlamp.amp.policy.PrecisionPolicy;

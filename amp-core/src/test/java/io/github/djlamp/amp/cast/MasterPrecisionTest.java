@@ -6,7 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.core.Linear;
-import io.github.djlamp.amp.AmpException;
+import io.github.djlamp.amp.exception.AmpException;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;

@@ -14,7 +14,7 @@ import ai.djl.training.listener.SaveModelTrainingListener;
 import ai.djl.training.optimizer.Optimizer;
 import ai.djl.training.optimizer.Sgd;
 import ai.djl.training.tracker.Tracker;
-import io.github.djlamp.amp.AmpException;
+import io.github.djlamp.amp.exception.AmpException;
 import io.github.djlamp.amp.internal.DjlSeam.CheckedFields;
 import io.github.djlamp.amp.internal.DjlSeam.FieldSpec;
 import java.util.List;

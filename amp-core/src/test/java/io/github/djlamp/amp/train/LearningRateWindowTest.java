@@ -7,7 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import ai.djl.training.tracker.Tracker;
-import io.github.djlamp.amp.AmpException;
+import io.github.djlamp.amp.exception.AmpException;
 import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.Test;

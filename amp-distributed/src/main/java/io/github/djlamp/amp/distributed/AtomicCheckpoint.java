@@ -3,7 +3,7 @@ package io.github.djlamp.amp.distributed;
 import ai.djl.Model;
 import ai.djl.training.Trainer;
 import ai.djl.util.Utils;
-import io.github.djlamp.amp.AmpException;
+import io.github.djlamp.amp.exception.AmpException;
 import io.github.djlamp.amp.train.AmpSession;
 import java.io.IOException;
 import java.nio.channels.FileChannel;

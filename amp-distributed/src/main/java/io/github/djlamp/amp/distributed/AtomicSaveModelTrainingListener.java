@@ -3,7 +3,7 @@ package io.github.djlamp.amp.distributed;
 import ai.djl.Model;
 import ai.djl.training.Trainer;
 import ai.djl.training.listener.SaveModelTrainingListener;
-import io.github.djlamp.amp.AmpException;
+import io.github.djlamp.amp.exception.AmpException;
 import io.github.djlamp.amp.internal.DjlSeam;
 import java.io.IOException;
 import java.nio.file.Path;

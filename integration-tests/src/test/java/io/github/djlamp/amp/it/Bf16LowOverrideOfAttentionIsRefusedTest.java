@@ -34,7 +34,7 @@ class Bf16LowOverrideOfAttentionIsRefusedTest {
                         + result.output);
         assertTrue(
                 result.output.contains(
-                        "Exception in thread \"main\" io.github.djlamp.amp.AmpException"),
+                        "Exception in thread \"main\" io.github.djlamp.amp.exception.AmpException"),
                 "refused by djl-amp:\n" + result.output);
         assertTrue(result.output.contains("softmax"), "the message says why:\n" + result.output);
         assertFalse(result.output.contains("steps,"), "refused before any training step");

@@ -21,8 +21,8 @@ import ai.djl.training.Trainer;
 import ai.djl.training.loss.Loss;
 import ai.djl.translate.NoopTranslator;
 import io.github.djlamp.amp.Amp;
-import io.github.djlamp.amp.AmpException;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
+import io.github.djlamp.amp.exception.AmpException;
 import io.github.djlamp.amp.train.AmpSession;
 import org.junit.jupiter.api.Test;
 

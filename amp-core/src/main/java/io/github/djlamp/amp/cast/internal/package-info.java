@@ -1,6 +1,6 @@
 /**
  * What the casting wrapper shares with djl-amp's trainer glue, and nothing else: not part of
- * djl-amp's API (a module descriptor would not export this package).
+ * djl-amp's API (amp-core's module descriptor does not export this package).
  *
  * <p>{@link io.github.djlamp.amp.cast.internal.TrainingLink} is the one door, reached through
  * {@code MixedPrecisionBlock.getTrainingLink()}: the trainer's parameter store, the count of

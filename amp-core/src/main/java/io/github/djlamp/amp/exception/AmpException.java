@@ -1,4 +1,4 @@
-package io.github.djlamp.amp;
+package io.github.djlamp.amp.exception;
 
 /**
  * Thrown when mixed precision cannot do what was asked; the message says what is wrong and what to

@@ -1,0 +1,33 @@
+/**
+ * djl-amp's engine-agnostic core: the front door ({@code Amp}, {@code AmpOptions}), precision
+ * policies, the casting wrapper and its summary, loss scaling, the trainer glue and the verb API
+ * for custom loops, kernel verification, the alignment report, and the SPI an engine implements.
+ *
+ * <p>Not exported: {@code cast.internal}, what the casting wrapper shares with the trainer glue.
+ * {@code internal} ({@code DjlSeam}, every access past DJL's public API) is exported only to
+ * djl-amp's engine and distributed modules. On the class path both are reachable, as every package
+ * is; neither is part of the API.
+ */
+// DJL's api jar is an automatic module with a declared Automatic-Module-Name (ai.djl.api): the
+// name is stable, and the API here hands out its types (Block, NDArray, TrainingConfig).
+// The qualified export names modules built after this one.
+@SuppressWarnings({"requires-automatic", "requires-transitive-automatic", "module"})
+module io.github.djlamp.amp {
+    requires transitive ai.djl.api;
+    requires org.slf4j;
+
+    exports io.github.djlamp.amp;
+    exports io.github.djlamp.amp.cast;
+    exports io.github.djlamp.amp.diagnostics;
+    exports io.github.djlamp.amp.exception;
+    exports io.github.djlamp.amp.policy;
+    exports io.github.djlamp.amp.scale;
+    exports io.github.djlamp.amp.spi;
+    exports io.github.djlamp.amp.train;
+    exports io.github.djlamp.amp.verify;
+    exports io.github.djlamp.amp.internal to
+            io.github.djlamp.amp.pytorch,
+            io.github.djlamp.amp.distributed;
+
+    uses io.github.djlamp.amp.spi.AmpBackend;
+}
