@@ -126,6 +126,16 @@ final class CastingParameterStore extends ParameterStore {
         return castFloating(arrays, Precision.FP32, MemoryLayout.CONTIGUOUS);
     }
 
+    /** Returns whether any of the arrays is bf16. */
+    boolean anyBf16(NDList arrays) {
+        for (NDArray array : arrays) {
+            if (backend.precisionOf(array) == Precision.BF16) {
+                return true;
+            }
+        }
+        return false;
+    }
+
     /** Casts every floating array that is not already {@code target}; others pass unchanged. */
     private NDList castFloating(NDList arrays, Precision target, MemoryLayout layout) {
         NDList result = new NDList(arrays.size());

@@ -37,12 +37,29 @@ final class PrecisionStage extends AbstractBlock {
     private final IntermediateRelease release;
     private final Map<List<Object>, KernelVerdict> verdicts = new ConcurrentHashMap<>();
     private volatile Known lastVerdict;
+    // null once logged: the shadow tree is built per device, so this is once per block and device
+    private volatile TrustBreadcrumb pendingBreadcrumb;
 
     PrecisionStage(Block inner, CastCategory category, String path, IntermediateRelease release) {
+        this(inner, category, path, release, null);
+    }
+
+    /**
+     * Makes a stage that logs {@code breadcrumb} before its first bf16 forward.
+     *
+     * @param breadcrumb the line, or null for a unit that computes in 16 bits on nobody's word
+     */
+    PrecisionStage(
+            Block inner,
+            CastCategory category,
+            String path,
+            IntermediateRelease release,
+            TrustBreadcrumb breadcrumb) {
         this.inner = inner;
         this.category = category;
         this.path = path;
         this.release = release;
+        this.pendingBreadcrumb = breadcrumb;
     }
 
     /** {@inheritDoc} */
@@ -61,7 +78,7 @@ final class PrecisionStage extends AbstractBlock {
             case FP32 ->
                     forwardAndReleaseCasts(
                             casting.delegate(), casting.toFp32(inputs), inputs, training, params);
-            case PASS_THROUGH -> inner.forward(casting.delegate(), inputs, training, params);
+            case PASS_THROUGH -> forwardPassThrough(casting, inputs, training, params);
             case CONTAINER ->
                     throw new IllegalStateException(
                             "'" + path + "' is a container: the shadow tree descends into it");
@@ -81,7 +98,35 @@ final class PrecisionStage extends AbstractBlock {
         }
         CastingParameterStore low =
                 verdict == null ? casting : casting.withLayout(verdict.getLayout());
-        return forwardAndReleaseCasts(low, low.toLow(inputs), inputs, training, params);
+        NDList cast = low.toLow(inputs);
+        if (pendingBreadcrumb != null && low.computePrecision() == Precision.BF16) {
+            leaveBreadcrumb(cast);
+        }
+        return forwardAndReleaseCasts(low, cast, inputs, training, params);
+    }
+
+    /** Runs on the inputs as they are, which may be bf16 outputs of the stage before. */
+    private NDList forwardPassThrough(
+            CastingParameterStore casting,
+            NDList inputs,
+            boolean training,
+            PairList<String, Object> params) {
+        if (pendingBreadcrumb != null && casting.anyBf16(inputs)) {
+            leaveBreadcrumb(inputs);
+        }
+        return inner.forward(casting.delegate(), inputs, training, params);
+    }
+
+    /**
+     * Logs the line that names this block before its first bf16 forward: if the block breaks its
+     * promise, DJL ends the JVM in the forward and this line is the last trace djl-amp leaves.
+     */
+    private synchronized void leaveBreadcrumb(NDList inputs) {
+        TrustBreadcrumb breadcrumb = pendingBreadcrumb;
+        if (breadcrumb != null) {
+            pendingBreadcrumb = null;
+            breadcrumb.log(inputs.isEmpty() ? null : inputs.head().getDevice());
+        }
     }
 
     /**
@@ -153,6 +198,11 @@ final class PrecisionStage extends AbstractBlock {
         NDList outputs = inner.forward(store, cast, training, params);
         release.closeConsumed(cast, inputs, outputs);
         return outputs;
+    }
+
+    /** Returns whether this stage has yet to log its breadcrumb (tests). */
+    boolean hasPendingBreadcrumb() {
+        return pendingBreadcrumb != null;
     }
 
     /** {@inheritDoc} */

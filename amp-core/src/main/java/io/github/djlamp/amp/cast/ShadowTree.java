@@ -45,7 +45,12 @@ final class ShadowTree {
         CastCategory category = policy.categoryOf(block, path);
         if (category != CastCategory.CONTAINER) {
             requireBf16Safe(block, path, category, policy);
-            return new PrecisionStage(block, category, path, release);
+            return new PrecisionStage(
+                    block,
+                    category,
+                    path,
+                    release,
+                    TrustBreadcrumb.of(block, path, category, policy));
         }
         List<Block> children = new ArrayList<>();
         for (Pair<String, Block> child : block.getChildren()) {

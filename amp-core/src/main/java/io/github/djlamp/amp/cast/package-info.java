@@ -9,6 +9,8 @@
  * io.github.djlamp.amp.cast.internal.WeightCastCache}. {@link
  * io.github.djlamp.amp.cast.DevicePolicies} resolves the policy and builds the shadow for each
  * device; {@link io.github.djlamp.amp.cast.PrecisionSummary} says what computes in which precision.
- * What the wrapper shares with the trainer glue lives in {@code cast.internal}.
+ * A stage that computes in bf16 on someone's word (a {@code LowPrecisionSafe} block, a trusted
+ * class) logs a {@link io.github.djlamp.amp.cast.TrustBreadcrumb} before its first forward. What
+ * the wrapper shares with the trainer glue lives in {@code cast.internal}.
  */
 package io.github.djlamp.amp.cast;

@@ -44,8 +44,9 @@ public enum CastCategory {
      * LowPrecisionSafe} says it for a class its author can change: for a class of someone else's
      * (d2l-java's {@code Residual}), one override at the {@code Amp.wrap} call, {@code
      * mixed_bfloat16[class:com.example.Residual=trusted]}. The blocks inside it are still checked
-     * as a {@code LowPrecisionSafe} block's are. Resolves to {@link #LOW} in {@link
-     * PrecisionPolicy#categoryOf}.
+     * as a {@code LowPrecisionSafe} block's are, its own code is the user's responsibility as
+     * {@link LowPrecisionSafe} describes, and its first bf16 forward is announced with the same
+     * INFO line. Resolves to {@link #LOW} in {@link PrecisionPolicy#categoryOf}.
      */
     TRUSTED("trusted"),
 

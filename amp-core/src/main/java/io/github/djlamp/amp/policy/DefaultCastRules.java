@@ -54,16 +54,19 @@ public final class DefaultCastRules {
 
     private static final String TRANSFORMER_PACKAGE = "ai.djl.nn.transformer";
 
+    private static final Rule AUTHORS_WORD =
+            new Rule(
+                    "declared LowPrecisionSafe by its author",
+                    b -> b instanceof LowPrecisionSafe,
+                    CastCategory.LOW);
+
     private static final List<Rule> RULES =
             List.of(
                     new Rule(
                             "SequentialBlock or ParallelBlock: runs its children one by one",
                             DefaultCastRules::isPlainContainer,
                             CastCategory.CONTAINER),
-                    new Rule(
-                            "declared LowPrecisionSafe by its author",
-                            b -> b instanceof LowPrecisionSafe,
-                            CastCategory.LOW),
+                    AUTHORS_WORD,
                     new Rule(
                             "convolution: on autocast's lower-precision list",
                             b -> b instanceof Convolution,
@@ -141,6 +144,26 @@ public final class DefaultCastRules {
      */
     public static String reasonFor(Block block) {
         return ruleFor(block).reason;
+    }
+
+    /**
+     * Returns whether djl-amp's own rules, on nobody's word, let a block see 16-bit arrays: true
+     * for the blocks of the table that are not FP32 (DJL's convolutions, linear layers, BatchNorm,
+     * Dropout, known lambdas, and the plain containers, whose children are judged one by one);
+     * false for a block that computes in 16 bits only because its author marked it {@link
+     * LowPrecisionSafe} or a policy trusts it ({@link CastCategory#TRUSTED}).
+     *
+     * @param block a block
+     * @return whether the table's first rule that matches it, the author's word left out, is not
+     *     FP32
+     */
+    public static boolean knowsSafeIn16Bits(Block block) {
+        for (Rule rule : RULES) {
+            if (rule != AUTHORS_WORD && rule.matches.test(block)) {
+                return rule.category != CastCategory.FP32;
+            }
+        }
+        throw new AssertionError("the last rule matches every block");
     }
 
     /**

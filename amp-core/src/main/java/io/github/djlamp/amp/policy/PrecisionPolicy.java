@@ -354,7 +354,9 @@ public final class PrecisionPolicy {
         /**
          * Runs blocks of these classes (and their subclasses) in 16 bits on the user's word that
          * their code is safe on bf16 arrays ({@link CastCategory#TRUSTED}): what {@link
-         * LowPrecisionSafe} says for a class its author can change, for classes of someone else's.
+         * LowPrecisionSafe} says for a class its author can change, for classes of someone else's,
+         * with the same promise (no softmax, logSoftmax or {@code getDataType()} handed to DJL on a
+         * bf16 array) and the same INFO line before each one's first bf16 forward.
          *
          * @param blockClasses block classes
          * @return this builder

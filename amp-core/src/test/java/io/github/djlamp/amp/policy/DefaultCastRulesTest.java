@@ -1,6 +1,7 @@
 package io.github.djlamp.amp.policy;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import ai.djl.modality.nlp.DefaultVocabulary;
@@ -227,5 +228,25 @@ class DefaultCastRulesTest {
         assertEquals(CastCategory.LOW, DefaultCastRules.categoryOf(all.get("01Linear")));
         assertEquals(
                 CastCategory.PASS_THROUGH, DefaultCastRules.categoryOf(all.get("03LambdaBlock")));
+    }
+
+    /** A user's leaf declared safe by its author. */
+    static final class MarkedLeaf extends TestBlocks.Leaf implements LowPrecisionSafe {}
+
+    @Test
+    void onlyBlocksTheRulesKnowAreSafeIn16BitsOnNobodysWord() {
+        assertTrue(DefaultCastRules.knowsSafeIn16Bits(Linear.builder().setUnits(4).build()));
+        assertTrue(
+                DefaultCastRules.knowsSafeIn16Bits(
+                        Conv2d.builder().setKernelShape(new Shape(3, 3)).setFilters(4).build()));
+        assertTrue(DefaultCastRules.knowsSafeIn16Bits(BatchNorm.builder().build()));
+        assertTrue(DefaultCastRules.knowsSafeIn16Bits(Activation.reluBlock()));
+        assertTrue(DefaultCastRules.knowsSafeIn16Bits(new SequentialBlock()));
+        assertEquals(CastCategory.LOW, DefaultCastRules.categoryOf(new MarkedLeaf()));
+        assertFalse(
+                DefaultCastRules.knowsSafeIn16Bits(new MarkedLeaf()),
+                "LOW only on its author's word");
+        assertFalse(DefaultCastRules.knowsSafeIn16Bits(new TestBlocks.Leaf()));
+        assertFalse(DefaultCastRules.knowsSafeIn16Bits(new LambdaBlock(list -> list)));
     }
 }
