@@ -123,6 +123,7 @@ record AttachedTrainer(
      */
     Verdict check(GradientSet gradients, NDManager stepManager) {
         boolean overflow = scaler.unscaleAndCheck(gradients, stepManager);
+        divergence.gradientsChecked(gradients, overflow);
         if (buffers != null) {
             if (!scaler.isVerdictKnown()) {
                 buffers.restoreIf(backend, scaler.getFoundInfArray());
@@ -140,6 +141,9 @@ record AttachedTrainer(
     /** Reads a verdict left on the device: one host read. */
     Verdict readVerdict() {
         boolean overflow = backend.readFloat(scaler.getFoundInfArray()) != 0f;
+        if (overflow) {
+            divergence.overflowSeen();
+        }
         return overflow ? Verdict.SKIP : Verdict.APPLY;
     }
 

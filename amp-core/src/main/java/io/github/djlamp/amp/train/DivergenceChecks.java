@@ -9,10 +9,12 @@ import ai.djl.ndarray.types.Shape;
 import ai.djl.training.ParameterStore;
 import ai.djl.training.Trainer;
 import io.github.djlamp.amp.AmpException;
+import io.github.djlamp.amp.scale.GradientSet;
 import io.github.djlamp.amp.scale.LossScaleCollapsedException;
 import io.github.djlamp.amp.scale.LossScaler;
 import io.github.djlamp.amp.scale.LossScaling;
 import io.github.djlamp.amp.spi.AmpBackend;
+import java.util.List;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -22,17 +24,26 @@ import org.slf4j.LoggerFactory;
  * stops training, and a collapsed scale is told apart from a loss that is itself Inf/NaN.
  *
  * <p>Whether a loss was non-finite since the last read is kept on the device (no host read per
- * step).
+ * step). With the state on the device (fused steps) a collapse can be found at a read whose
+ * gradients are gone (the epoch's end, the trainer's close): the parameters with non-finite
+ * gradients are then those seen at the last host-read step that overflowed, recorded at that step.
+ * Recording costs one more read on an overflowing host-read step, and nothing on any other step.
  */
 final class DivergenceChecks implements AutoCloseable {
 
     private static final Logger logger = LoggerFactory.getLogger(DivergenceChecks.class);
+    private static final int NAMES_IN_REPORTS = 5;
 
     private final LossScaling scaling;
     private final LossScaler scaler;
     private final AmpBackend backend;
+    private final int hostSyncInterval;
     private final NDManager manager;
     private final NDArray lossHealth;
+    private GradientSet checkedThisStep;
+    private long checkedAtStep;
+    private List<String> overflowNames = List.of();
+    private long overflowStep = -1;
 
     /**
      * Watches a trainer's steps; the loss health lives on a sub-manager of {@code parent}, on
@@ -48,6 +59,7 @@ final class DivergenceChecks implements AutoCloseable {
         this.scaling = scaling;
         this.scaler = scaler;
         this.backend = backend;
+        this.hostSyncInterval = hostSyncInterval;
         if (scaling.isEnabled()) {
             manager = parent.newSubManager(device);
             manager.setName("djl-amp session");
@@ -63,6 +75,33 @@ final class DivergenceChecks implements AutoCloseable {
         // x - x is 0 for a finite loss and NaN otherwise
         NDArray health = detachedLoss.sub(detachedLoss).sum().toType(DataType.FLOAT32, false);
         lossHealth.addi(health.toDevice(lossHealth.getDevice(), false));
+    }
+
+    /**
+     * Notes the step's checked gradients (alive until the step's manager closes), and names the
+     * non-finite ones when the check itself read an overflow on the host.
+     */
+    void gradientsChecked(GradientSet gradients, boolean overflow) {
+        checkedThisStep = gradients;
+        checkedAtStep = scaler.getSteps() + 1;
+        if (overflow) {
+            overflowSeen();
+        }
+    }
+
+    /**
+     * A host read found this step's gradients overflowed: with the state on the device, their names
+     * are recorded now, before the optimizer step clears them (one read).
+     */
+    void overflowSeen() {
+        if (!scaler.isStateOnDevice() || checkedThisStep == null) {
+            return; // read every step: a collapse is named at its own step
+        }
+        List<String> names = checkedThisStep.nonFinite(NAMES_IN_REPORTS);
+        if (!names.isEmpty()) {
+            overflowNames = names;
+            overflowStep = checkedAtStep;
+        }
     }
 
     /**
@@ -84,15 +123,44 @@ final class DivergenceChecks implements AutoCloseable {
     }
 
     /**
-     * Completes a collapse the scaler found with whether the loss itself was non-finite: the scaler
-     * sees only the losses still alive, the loss health every step since the last read.
+     * Completes a collapse the scaler found: whether the loss itself was non-finite (the scaler
+     * sees only the losses still alive; the loss health covers every step since the last read),
+     * and, when its gradients were gone, the parameters seen at the last overflowing read or how to
+     * have them named.
      */
     LossScaleCollapsedException diagnose(LossScaleCollapsedException e) {
-        if (!e.isLossNonFinite() && lossWasNonFinite()) {
-            return new LossScaleCollapsedException(
-                    scaling.getMinScale(), e.getNonFiniteParameters(), true);
+        boolean lossNonFinite = e.isLossNonFinite() || lossWasNonFinite();
+        if (!e.getNonFiniteParameters().isEmpty() || !scaler.isStateOnDevice()) {
+            return lossNonFinite == e.isLossNonFinite()
+                    ? e
+                    : new LossScaleCollapsedException(
+                            scaling.getMinScale(), e.getNonFiniteParameters(), true);
         }
-        return e;
+        String foundAt =
+                "the collapse came between host reads and was found after step "
+                        + scaler.getSteps();
+        if (overflowStep >= 0) {
+            String where =
+                    "gradients were non-finite in "
+                            + String.join(", ", overflowNames)
+                            + " at step "
+                            + overflowStep
+                            + ", the last host read that saw an overflow ("
+                            + foundAt
+                            + ")";
+            return new LossScaleCollapsedException(
+                    scaling.getMinScale(), overflowNames, lossNonFinite, where);
+        }
+        String where =
+                "no host read saw the overflowing steps' gradients ("
+                        + foundAt
+                        + "; the scaler state on the device is read every "
+                        + hostSyncInterval
+                        + " steps): to name the parameters, read it every step with"
+                        + " AmpOptions.builder().hostSyncInterval(1), or use DJL's own update"
+                        + " with .fusedOptimizer(FusedOptimizer.OFF)";
+        return new LossScaleCollapsedException(
+                scaling.getMinScale(), List.of(), lossNonFinite, where);
     }
 
     /**
