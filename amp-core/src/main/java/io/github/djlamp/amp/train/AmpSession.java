@@ -1,5 +1,6 @@
 package io.github.djlamp.amp.train;
 
+import ai.djl.Device;
 import ai.djl.Model;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDManager;
@@ -56,7 +57,6 @@ public final class AmpSession implements AutoCloseable {
     private final TrainableGradients trainable;
     private final SessionPersistence persistence;
     private LossScalingOptimizer optimizer;
-    private GradientReducer gradientReducer;
     private AttachedTrainer attached;
     private boolean trainerClosed;
     private boolean scaledThisStep;
@@ -109,8 +109,10 @@ public final class AmpSession implements AutoCloseable {
         }
         SessionChecks.requireNoOpenTrainer(attached != null && !trainerClosed);
         SessionChecks.requireBlock(trainer, block);
+        AttachedTrainer next =
+                AttachedTrainer.bind(trainer, block, settings, optimizer, persistence);
         close(); // the previous trainer's device state
-        attached = AttachedTrainer.bind(trainer, block, settings, optimizer, persistence);
+        attached = next;
         trainerClosed = false;
         accumulation.dropOpenWindow();
         verdict.reset();
@@ -209,14 +211,8 @@ public final class AmpSession implements AutoCloseable {
     /** Reduces (data parallel), unscales and checks every device's gradients: the verdict. */
     void unscaleAndCheck(NDManager stepManager) {
         SessionChecks.requireAttached(attached);
-        // without scaling or reduction nothing is touched: skip making the gradient handles
-        GradientSet gradients =
-                attached.isScaling() || gradientReducer != null
-                        ? trainable.collect(attached.trainer().getDevices(), stepManager)
-                        : new GradientSet();
-        if (gradientReducer != null) {
-            gradientReducer.reduce(gradients, stepManager);
-        }
+        Device[] devices = attached.trainer().getDevices();
+        GradientSet gradients = trainable.forCheck(devices, stepManager, attached.isScaling());
         verdict.decide(attached.check(gradients, stepManager));
     }
 
@@ -257,14 +253,9 @@ public final class AmpSession implements AutoCloseable {
         return verdict.isSkipping(isScaling(), () -> attached.readVerdict());
     }
 
-    /** The step's verdict, for the optimizer and the loss report. */
+    /** The step's verdict, for the optimizer and the loss's report. */
     StepVerdict verdict() {
         return verdict;
-    }
-
-    /** Whether the batch being reported was skipped (a verdict left on the device is read). */
-    boolean isReportingSkippedBatch() {
-        return verdict.isOnDevice() ? isSkipping() : verdict.isKnownSkip();
     }
 
     /**
@@ -305,7 +296,7 @@ public final class AmpSession implements AutoCloseable {
      * @param reducer the reducer, or null
      */
     public void setGradientReducer(GradientReducer reducer) {
-        this.gradientReducer = reducer;
+        trainable.setReducer(reducer);
     }
 
     /** Gives the session its optimizer, whose steps are planned at each attach. */
