@@ -9,6 +9,7 @@ import io.github.djlamp.amp.scale.LossScaling;
 import io.github.djlamp.amp.spi.MemoryLayout;
 import io.github.djlamp.amp.train.AmpSession;
 import io.github.djlamp.amp.train.AmpTrainingConfig;
+import io.github.djlamp.amp.train.SessionSettings;
 import io.github.djlamp.amp.verify.KernelVerification;
 import java.util.Objects;
 
@@ -161,6 +162,16 @@ public final class Amp {
                             + ". Call model.setBlock(Amp.wrap(block, \"auto\")) first.");
         }
         return new AmpTrainingConfig(
-                config, new AmpSession((MixedPrecisionBlock) wrappedBlock, options));
+                config, new AmpSession((MixedPrecisionBlock) wrappedBlock, settings(options)));
+    }
+
+    /** What the session needs of the options; the fused setting is already settled in them. */
+    private static SessionSettings settings(AmpOptions options) {
+        FusedOptimizer fused = options.getFusedOptimizer();
+        return new SessionSettings(
+                options.getLossScaling(),
+                options.getAccumulationSteps(),
+                options.getHostSyncInterval(),
+                fused::wantsFusedSteps);
     }
 }

@@ -142,8 +142,10 @@ public final class AmpOptions {
          * skipped steps, the state saved with the model, the Metrics) is refreshed, and divergence
          * (a collapsed scale, a fixed scale overflowing step after step) is detected, so up to
          * {@code steps - 1} steps late. Reading any of them in between (for example {@code
-         * getScale()}) reads the device at once. With DJL's per-parameter optimizer updates the
-         * verdict is read every step whatever this says.
+         * getScale()}) reads the device at once. A collapse found after its steps' gradients were
+         * cleared names the parameters seen non-finite at the last read that found an overflow (one
+         * more read on such a read step, nothing on the others). With DJL's per-parameter optimizer
+         * updates the verdict is read every step whatever this says.
          *
          * @param steps at least 1; 1 reads every step
          * @return this builder

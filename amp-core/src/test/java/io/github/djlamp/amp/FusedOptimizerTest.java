@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import ai.djl.Device;
+import io.github.djlamp.amp.train.LossScalingOptimizer;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -39,6 +40,12 @@ class FusedOptimizerTest {
         assertTrue(FusedOptimizer.AUTO.wantsFusedSteps(ONE_GPU), "one GPU: no host read per step");
         assertFalse(FusedOptimizer.AUTO.wantsFusedSteps(CPU), "CPU: DJL's update, exact per step");
         assertFalse(FusedOptimizer.AUTO.wantsFusedSteps(TWO_GPUS), "fused steps need one device");
+    }
+
+    @Test
+    @SuppressWarnings("deprecation")
+    void theDeprecatedAliasInTrainNamesTheSameProperty() {
+        assertEquals(FusedOptimizer.PROPERTY, LossScalingOptimizer.FUSED_PROPERTY);
     }
 
     @Test

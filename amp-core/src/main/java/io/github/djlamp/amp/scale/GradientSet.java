@@ -1,6 +1,7 @@
 package io.github.djlamp.amp.scale;
 
 import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDArrays;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
@@ -82,27 +83,40 @@ public final class GradientSet {
 
     /**
      * Returns the names of the first {@code limit} parameters whose gradients hold Inf or NaN.
-     * Reads every gradient back to the host: for error reports, not for the training hot path.
+     * Checks every gradient on its device and reads the answers back to the host at once (one
+     * read): for error reports, not for the training hot path.
      *
      * @param limit the most names to return
      * @return the names, in the order added (a parameter on several devices is named once)
      */
     public List<String> nonFinite(int limit) {
-        List<String> result = new ArrayList<>();
-        for (int i = 0; i < gradients.size() && result.size() < limit; i++) {
-            NDArray g = gradients.get(i);
-            if (g.isReleased()) {
-                continue; // its step is over: nothing left to name
+        List<Integer> live = new ArrayList<>();
+        for (int i = 0; i < gradients.size(); i++) {
+            if (!gradients.get(i).isReleased()) {
+                live.add(i); // a released one's step is over: nothing left to name
             }
-            boolean bad;
-            try (NDManager scratch = g.getManager().newSubManager()) {
-                NDArray asFloat = g.toType(DataType.FLOAT32, true);
+        }
+        List<String> result = new ArrayList<>();
+        if (live.isEmpty()) {
+            return result;
+        }
+        NDArray first = gradients.get(live.get(0));
+        boolean[] finite;
+        try (NDManager scratch = first.getManager().newSubManager()) {
+            NDList flags = new NDList();
+            for (int i : live) {
+                NDArray asFloat = gradients.get(i).toType(DataType.FLOAT32, true);
                 asFloat.attach(scratch);
                 // x - x is 0 for finite x and NaN for Inf and NaN
-                bad = !asFloat.sub(asFloat).eq(0).all().getBoolean();
+                NDArray flag = asFloat.sub(asFloat).eq(0).all();
+                flags.add(flag.toDevice(first.getDevice(), false));
             }
-            if (bad && !result.contains(names.get(i))) {
-                result.add(names.get(i));
+            finite = NDArrays.stack(flags).toBooleanArray();
+        }
+        for (int k = 0; k < finite.length && result.size() < limit; k++) {
+            String name = names.get(live.get(k));
+            if (!finite[k] && !result.contains(name)) {
+                result.add(name);
             }
         }
         return result;

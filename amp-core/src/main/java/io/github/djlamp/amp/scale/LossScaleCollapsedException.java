@@ -24,16 +24,33 @@ public class LossScaleCollapsedException extends AmpException {
      */
     public LossScaleCollapsedException(
             float minScale, List<String> nonFiniteParameters, boolean lossNonFinite) {
-        super(message(minScale, nonFiniteParameters, lossNonFinite));
+        this(minScale, nonFiniteParameters, lossNonFinite, where(nonFiniteParameters));
+    }
+
+    /**
+     * Creates the exception with its own account of the gradients, for a collapse found after the
+     * gradients of its overflowing steps were cleared (a loss scaler state kept on the device is
+     * read on the host only every few steps).
+     *
+     * @param minScale the floor that was reached
+     * @param nonFiniteParameters the parameters seen with non-finite gradients, empty for none
+     * @param lossNonFinite whether the unscaled loss itself was non-finite (true divergence)
+     * @param where a clause of the message: where those gradients were seen, or how to name them
+     */
+    public LossScaleCollapsedException(
+            float minScale, List<String> nonFiniteParameters, boolean lossNonFinite, String where) {
+        super(message(minScale, where, lossNonFinite));
         this.nonFiniteParameters = List.copyOf(nonFiniteParameters);
         this.lossNonFinite = lossNonFinite;
     }
 
-    private static String message(float minScale, List<String> names, boolean lossNonFinite) {
-        String where =
-                names.isEmpty()
-                        ? "no parameter gradient was non-finite (the overflow was elsewhere)"
-                        : "gradients were non-finite first in " + String.join(", ", names);
+    private static String where(List<String> names) {
+        return names.isEmpty()
+                ? "no parameter gradient was non-finite (the overflow was elsewhere)"
+                : "gradients were non-finite first in " + String.join(", ", names);
+    }
+
+    private static String message(float minScale, String where, boolean lossNonFinite) {
         if (lossNonFinite) {
             return "Training diverged: the loss itself is Inf/NaN, so lowering the loss scale"
                     + " (now at its minimum "
@@ -55,7 +72,8 @@ public class LossScaleCollapsedException extends AmpException {
     }
 
     /**
-     * Returns the parameters whose gradients were non-finite on the last step, first ones first.
+     * Returns the parameters whose gradients were non-finite on the last step, first ones first
+     * (with the state on the device, on the last host-read step that saw an overflow).
      *
      * @return parameter names
      */

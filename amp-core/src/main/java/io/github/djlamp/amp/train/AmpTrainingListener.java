@@ -2,8 +2,11 @@ package io.github.djlamp.amp.train;
 
 import ai.djl.metric.Metrics;
 import ai.djl.training.Trainer;
+import ai.djl.training.listener.TrainingListener;
 import ai.djl.training.listener.TrainingListenerAdapter;
 import io.github.djlamp.amp.scale.LossScaler;
+import java.util.ArrayList;
+import java.util.List;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -52,6 +55,19 @@ public final class AmpTrainingListener extends TrainingListenerAdapter {
      */
     public AmpSession getSession() {
         return session;
+    }
+
+    /** The session of the djl-amp listener among a trainer's, or null when it has none. */
+    static AmpSession sessionOf(Trainer trainer) {
+        // Trainer does not expose its listeners; notifying them is the one way to meet them
+        List<TrainingListener> listeners = new ArrayList<>();
+        trainer.notifyListeners(listeners::add);
+        for (TrainingListener listener : listeners) {
+            if (listener instanceof AmpTrainingListener) {
+                return ((AmpTrainingListener) listener).getSession();
+            }
+        }
+        return null;
     }
 
     /**

@@ -3,6 +3,7 @@ package io.github.djlamp.amp.train;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.training.optimizer.Optimizer;
+import io.github.djlamp.amp.cast.internal.WeightCastCache;
 import java.util.Objects;
 
 /**
@@ -31,8 +32,8 @@ public final class LossScalingOptimizer extends Optimizer {
      * @deprecated the same name as {@link io.github.djlamp.amp.FusedOptimizer#PROPERTY}, which
      *     documents it: use that
      */
-    @Deprecated
-    public static final String FUSED_PROPERTY = io.github.djlamp.amp.FusedOptimizer.PROPERTY;
+    // spelled out, so that this package needs nothing of the front door; a test checks they match
+    @Deprecated public static final String FUSED_PROPERTY = "djlamp.fusedOptimizer";
 
     private final AmpSession session;
     private FusedUpdate fused;
@@ -123,26 +124,38 @@ public final class LossScalingOptimizer extends Optimizer {
     /** {@inheritDoc} */
     @Override
     public void update(String parameterId, NDArray weight, NDArray grad) {
-        if (session.isAccumulating()) {
+        StepVerdict verdict = session.verdict();
+        if (verdict.isAccumulating()) {
             return;
         }
         if (isFused()) {
-            session.requireChecked();
+            verdict.requireChecked(session.isScaling());
             // one launch for every parameter at the step's first call, skipped on the device:
             // the verdict is not read on the host
             fused.update(session, weight.getDevice(), parameterId);
-            if (!session.isKnownSkip()) {
-                session.weightUpdated(parameterId); // recasting an unchanged weight is harmless
+            if (!verdict.isKnownSkip()) {
+                weightUpdated(parameterId); // recasting an unchanged weight is harmless
             }
             return;
         }
-        boolean skipping = session.isSkipping();
-        if (skipping) {
-            session.clearGradient(weight);
+        if (session.isSkipping()) {
+            // DJL zeroes gradients only inside its optimizers' updates: the skipped one would add
+            // into the next step
+            try (NDArray gradient = weight.getGradient()) {
+                session.getBackend().zero(new NDList(gradient));
+            }
             return;
         }
         inner.update(parameterId, weight, grad);
-        session.weightUpdated(parameterId);
+        weightUpdated(parameterId);
+    }
+
+    /** The master weight changed: its 16-bit casts are stale. */
+    private void weightUpdated(String parameterId) {
+        WeightCastCache cache = session.getBlock().getTrainingLink().getCastCache();
+        if (cache != null) {
+            cache.invalidate(parameterId);
+        }
     }
 
     /** The decorator has no options of its own: the inner optimizer has them all. */

@@ -93,7 +93,11 @@ final class OptimizerStateFile {
         state.write(file);
     }
 
-    static void load(AmpSession session, LossScalingOptimizer optimizer, Path file)
+    /**
+     * Loads the state; {@code reload} says an earlier state was loaded with no step since, so its
+     * buffers and counts may be replaced.
+     */
+    static void load(AmpSession session, LossScalingOptimizer optimizer, Path file, boolean reload)
             throws IOException {
         SavedOptimizerState state = SavedOptimizerState.read(file);
         Optimizer inner = optimizer.getInner();
@@ -165,7 +169,6 @@ final class OptimizerStateFile {
                             + "; load it into the model it was saved from, with the same layers"
                             + " trained (freeze the others before loading)");
         }
-        boolean reload = session.isOptimizerStateUntouchedSinceLoad();
         if (fused != null) {
             if (reload) {
                 fused.counter().forget();
@@ -200,7 +203,6 @@ final class OptimizerStateFile {
                 device = any.getDevice();
             }
             fused.counter().restore(applied, state.numUpdate, owner, device);
-            session.markOptimizerStateLoaded();
         } else {
             if (!reload && (int) DjlOptimizers.read(inner, Optimizer.class, "numUpdate") != 0) {
                 throw notBeforeFirstStep();
@@ -234,7 +236,6 @@ final class OptimizerStateFile {
             state.counts.forEach(
                     (name, count) -> counts.put(byName.get(name).getId(), (int) (long) count));
             DjlOptimizers.write(inner, Optimizer.class, "numUpdate", (int) state.numUpdate);
-            session.markOptimizerStateLoaded();
         }
     }
 

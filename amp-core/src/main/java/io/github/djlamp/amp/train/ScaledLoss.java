@@ -67,13 +67,22 @@ public final class ScaledLoss extends Loss {
     /** {@inheritDoc} */
     @Override
     public void updateAccumulators(String[] keys, NDList labels, NDList predictions) {
-        if (session.isReportingSkippedBatch() && !isFinite(labels, predictions)) {
+        if (isSkippedBatch() && !isFinite(labels, predictions)) {
             keys = withoutTrainingKeys(keys);
             if (keys.length == 0) {
                 return;
             }
         }
         inner.updateAccumulators(keys, labels, predictions);
+    }
+
+    /**
+     * Whether the batch being reported was skipped: a verdict left on the device is read, next to
+     * DJL's own host read of the same loss for the report.
+     */
+    private boolean isSkippedBatch() {
+        StepVerdict verdict = session.verdict();
+        return verdict.isOnDevice() ? session.isSkipping() : verdict.isKnownSkip();
     }
 
     /**
