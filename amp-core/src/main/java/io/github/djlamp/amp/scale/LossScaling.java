@@ -238,28 +238,26 @@ public final class LossScaling {
     /** {@inheritDoc} */
     @Override
     public String toString() {
-        switch (mode) {
-            case NONE:
-                return "LossScaling[none]";
-            case STATIC:
-                return "LossScaling[static " + initScale + "]";
-            default:
-                return "LossScaling[dynamic init="
-                        + initScale
-                        + " growth="
-                        + growthFactor
-                        + " every "
-                        + growthInterval
-                        + " backoff="
-                        + backoffFactor
-                        + " hysteresis="
-                        + hysteresis
-                        + " min="
-                        + minScale
-                        + " max="
-                        + maxScale
-                        + "]";
-        }
+        return switch (mode) {
+            case NONE -> "LossScaling[none]";
+            case STATIC -> "LossScaling[static " + initScale + "]";
+            case DYNAMIC ->
+                    "LossScaling[dynamic init="
+                            + initScale
+                            + " growth="
+                            + growthFactor
+                            + " every "
+                            + growthInterval
+                            + " backoff="
+                            + backoffFactor
+                            + " hysteresis="
+                            + hysteresis
+                            + " min="
+                            + minScale
+                            + " max="
+                            + maxScale
+                            + "]";
+        };
     }
 
     /** Builds dynamic {@link LossScaling}; every setter validates its argument at once. */
