@@ -44,10 +44,6 @@ final class CollectiveWatchdog {
                 connection.isRoot() && connection.size() > 1 ? new ArrivalBook(connection) : null;
     }
 
-    CollectiveDeadline getDeadline() {
-        return deadline;
-    }
-
     void setDeadline(CollectiveDeadline deadline) {
         this.deadline = deadline;
     }
