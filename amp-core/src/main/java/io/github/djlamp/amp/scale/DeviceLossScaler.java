@@ -203,6 +203,9 @@ final class DeviceLossScaler implements LossScaler {
         if (stepsSinceRead < hostSyncInterval) {
             return false; // decided on the device; nothing read
         }
+        // only the scheduled read restarts the schedule: reads a user asks for between steps
+        // (getScale, state) must not put off the divergence checks that run at the scheduled ones
+        stepsSinceRead = 0;
         readDevice();
         return overflow;
     }
@@ -216,7 +219,6 @@ final class DeviceLossScaler implements LossScaler {
         stateReads++;
         mirror.load(reading);
         mirrorFresh = true;
-        stepsSinceRead = 0;
         if (reading.collapsed() && lateCollapse == null) {
             lateCollapse = report.foundLate(phase.isUnscaled() ? checked : null);
         }

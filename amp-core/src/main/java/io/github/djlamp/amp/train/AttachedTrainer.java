@@ -174,16 +174,18 @@ record AttachedTrainer(
      * @return the divergence found since the last read, or null
      */
     RuntimeException lastRead() {
-        if (scaler.isMirrorFresh()) {
-            return null; // on the host, or read since the last step
-        }
         RuntimeException found = null;
-        try {
-            syncToHost();
-        } catch (RuntimeException e) {
-            found = e;
+        if (!scaler.isMirrorFresh()) {
+            try {
+                syncToHost();
+            } catch (RuntimeException e) {
+                found = e;
+            }
         }
-        persistence.saveScalerState();
+        if (isScaling()) {
+            // saved even when fresh: a read the user asked for (state(), getScale()) saves nothing
+            persistence.saveScalerState();
+        }
         return found;
     }
 

@@ -257,6 +257,20 @@ class DeviceResidentScalerTest {
     }
 
     @Test
+    void readsAskedForBetweenStepsDoNotPutOffTheScheduledRead() {
+        int limit = AmpSession.FIXED_SCALE_OVERFLOW_LIMIT;
+        IntPredicate poisoned = s -> s < limit;
+        try (Rig rig = new Rig(sgd(), LossScaling.fixed(INIT_SCALE), 12)) {
+            for (int i = 0; i < 11; i++) {
+                rig.step(i, poisoned);
+                rig.scaler.getScale(); // a user logging the scale after every step
+            }
+            AmpException e = assertThrows(AmpException.class, () -> rig.step(11, poisoned));
+            assertTrue(e.getMessage().contains("overflowed on " + limit), e.getMessage());
+        }
+    }
+
+    @Test
     void easyTrainReportsMetricsAtHostReadsAndSavesTheStateAtTheEpochEnd() throws Exception {
         Engine.getInstance().setRandomSeed(7);
         try (Model model = Model.newInstance("device-state", "PyTorch")) {

@@ -8,18 +8,22 @@ import ai.djl.Model;
 import ai.djl.nn.Parameter;
 import ai.djl.util.Pair;
 import io.github.djlamp.amp.Amp;
+import io.github.djlamp.amp.FusedOptimizer;
 import io.github.djlamp.amp.it.ForkedJvm;
 import io.github.djlamp.amp.scale.ScalerState;
 import io.github.djlamp.amp.train.AmpSession;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
-import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
 
 /**
  * Training N steps straight equals training k steps, saving, loading into a fresh JVM and training
- * N-k more: the same weights, bitwise, and the same scaler state.
+ * N-k more: the same weights, bitwise, and the same scaler state; with DJL's per-parameter update
+ * (the scaler read on the host each step) and with fused steps (the scaler's state on the device,
+ * read only every so many steps: what a GPU gets by default).
  */
 class FreshJvmResumeTest {
 
@@ -45,9 +49,12 @@ class FreshJvmResumeTest {
         }
     }
 
-    @Test
-    void resumingInAFreshJvmContinuesExactly(@TempDir Path straight, @TempDir Path resumed)
-            throws Exception {
+    @ParameterizedTest
+    @EnumSource(
+            value = FusedOptimizer.class,
+            names = {"OFF", "ON"})
+    void resumingInAFreshJvmContinuesExactly(
+            FusedOptimizer fused, @TempDir Path straight, @TempDir Path resumed) throws Exception {
         String straightState =
                 state(
                         ForkedJvm.runOk(
@@ -55,7 +62,8 @@ class FreshJvmResumeTest {
                                 ResumeScenario.class,
                                 straight.toString(),
                                 "0",
-                                "40"));
+                                "40",
+                                fused.name()));
         String firstHalf =
                 state(
                         ForkedJvm.runOk(
@@ -63,7 +71,8 @@ class FreshJvmResumeTest {
                                 ResumeScenario.class,
                                 resumed.toString(),
                                 "0",
-                                "15"));
+                                "15",
+                                fused.name()));
         String resumedState =
                 state(
                         ForkedJvm.runOk(
@@ -71,7 +80,8 @@ class FreshJvmResumeTest {
                                 ResumeScenario.class,
                                 resumed.toString(),
                                 "15",
-                                "40"));
+                                "40",
+                                fused.name()));
         assertEquals(straightState, resumedState, "scaler state");
         assertTrue(!firstHalf.equals(resumedState), "the second half moved the state");
         // the two poisoned batches, plus fp16's own overflows while the scale settles

@@ -19,6 +19,8 @@ import ai.djl.training.loss.Loss;
 import ai.djl.training.optimizer.Optimizer;
 import ai.djl.training.tracker.Tracker;
 import io.github.djlamp.amp.Amp;
+import io.github.djlamp.amp.AmpOptions;
+import io.github.djlamp.amp.FusedOptimizer;
 import io.github.djlamp.amp.scale.LossScaling;
 import io.github.djlamp.amp.train.AmpSession;
 import java.io.IOException;
@@ -47,7 +49,7 @@ public final class ResumeScenario {
     /**
      * Runs the scenario.
      *
-     * @param args dir, from, to
+     * @param args dir, from, to, and the {@link FusedOptimizer} choice (AUTO when left out)
      * @throws IOException if the model cannot be saved or loaded
      * @throws MalformedModelException if the saved model cannot be read
      */
@@ -55,6 +57,8 @@ public final class ResumeScenario {
         Path dir = Paths.get(args[0]);
         int from = Integer.parseInt(args[1]);
         int to = Integer.parseInt(args[2]);
+        FusedOptimizer fused =
+                args.length > 3 ? FusedOptimizer.valueOf(args[3]) : FusedOptimizer.AUTO;
         Engine.getInstance().setRandomSeed(1234);
         try (Model model = Model.newInstance("resume", "PyTorch")) {
             model.setBlock(Amp.wrap(block(), "mixed_float16"));
@@ -67,9 +71,13 @@ public final class ResumeScenario {
                                     Optimizer.sgd()
                                             .setLearningRateTracker(Tracker.fixed(0.05f))
                                             .build());
-            LossScaling scaling = LossScaling.dynamicBuilder().growthInterval(5).build();
+            AmpOptions options =
+                    AmpOptions.builder()
+                            .lossScaling(LossScaling.dynamicBuilder().growthInterval(5).build())
+                            .fusedOptimizer(fused)
+                            .build();
             try (Trainer trainer =
-                    model.newTrainer(Amp.configure(config, model.getBlock(), scaling))) {
+                    model.newTrainer(Amp.configure(config, model.getBlock(), options))) {
                 trainer.initialize(new Shape(8, 5));
                 for (int step = from; step < to; step++) {
                     NDManager m = trainer.getManager().newSubManager();
@@ -86,6 +94,7 @@ public final class ResumeScenario {
                     trainer.step();
                     batch.close();
                 }
+                // read before the trainer closes, as a user logging the final state would
                 System.out.println("STATE " + AmpSession.of(trainer).getScaler().state());
             }
             model.save(dir, "resume");
