@@ -161,8 +161,9 @@ public final class Amp {
                             + (wrappedBlock == null ? "null" : wrappedBlock.getClass().getName())
                             + ". Call model.setBlock(Amp.wrap(block, \"auto\")) first.");
         }
-        return new AmpTrainingConfig(
-                config, new AmpSession((MixedPrecisionBlock) wrappedBlock, settings(options)));
+        MixedPrecisionBlock block = (MixedPrecisionBlock) wrappedBlock;
+        block.getTrainingLink().getCheckpoints().apply(options.getCheckpointing());
+        return new AmpTrainingConfig(config, new AmpSession(block, settings(options)));
     }
 
     /** What the session needs of the options; the fused setting is already settled in them. */

@@ -1,5 +1,6 @@
 package io.github.djlamp.amp;
 
+import io.github.djlamp.amp.policy.Checkpointing;
 import io.github.djlamp.amp.scale.LossScaling;
 import java.util.Objects;
 
@@ -17,6 +18,7 @@ public final class AmpOptions {
     private final int accumulationSteps;
     private final int hostSyncInterval;
     private final FusedOptimizer fusedOptimizer;
+    private final Checkpointing checkpointing;
 
     /**
      * The default of {@link Builder#hostSyncInterval(int)}: the device-resident loss scaler state
@@ -29,6 +31,7 @@ public final class AmpOptions {
         accumulationSteps = builder.accumulationSteps;
         hostSyncInterval = builder.hostSyncInterval;
         fusedOptimizer = builder.fusedOptimizer.withPropertyApplied();
+        checkpointing = builder.checkpointing;
     }
 
     /**
@@ -93,6 +96,15 @@ public final class AmpOptions {
         return fusedOptimizer;
     }
 
+    /**
+     * Returns which parts of the model are checkpointed (recomputed in backward instead of kept).
+     *
+     * @return the setting, {@link Checkpointing#none()} by default
+     */
+    public Checkpointing getCheckpointing() {
+        return checkpointing;
+    }
+
     /** Builds {@link AmpOptions}. */
     public static final class Builder {
 
@@ -100,8 +112,42 @@ public final class AmpOptions {
         private int accumulationSteps = 1;
         private int hostSyncInterval = DEFAULT_HOST_SYNC_INTERVAL;
         private FusedOptimizer fusedOptimizer = FusedOptimizer.AUTO;
+        private Checkpointing checkpointing = Checkpointing.none();
 
         private Builder() {}
+
+        /**
+         * Sets which parts of the model are checkpointed: their activations are not kept through
+         * the forward pass but recomputed after backward, trading about one more forward pass of
+         * them for their memory ({@link Checkpointing}). Applied to the wrapped block by {@code
+         * Amp.configure}, which refuses a setting that does not fit the model.
+         *
+         * @param setting e.g. {@link Checkpointing#stages()}; {@link Checkpointing#none()} for
+         *     nothing
+         * @return this builder
+         * @throws NullPointerException when {@code setting} is null
+         */
+        public Builder checkpointing(Checkpointing setting) {
+            checkpointing =
+                    Objects.requireNonNull(
+                            setting,
+                            "checkpointing: use Checkpointing.none(), stages(), every(n), auto()"
+                                    + " or blocks(...)");
+            return this;
+        }
+
+        /**
+         * Sets the checkpointing from its text form, as a configuration file holds it: {@code
+         * none}, {@code stages}, {@code every:N}, {@code auto}, or {@code class:NAME} and {@code
+         * path:PATH} selectors separated by commas ({@link Checkpointing#parse}).
+         *
+         * @param setting the text form
+         * @return this builder
+         * @throws IllegalArgumentException when {@code setting} is none of those forms
+         */
+        public Builder checkpointing(String setting) {
+            return checkpointing(Checkpointing.parse(setting));
+        }
 
         /**
          * Sets the loss scaling.

@@ -34,6 +34,7 @@ final class CastingParameterStore extends ParameterStore {
     private final NDManager stepManager;
     private final KernelVerifier verifier;
     private final boolean forceLayout;
+    private final boolean cachesWeights;
 
     CastingParameterStore(
             ParameterStore delegate,
@@ -43,7 +44,16 @@ final class CastingParameterStore extends ParameterStore {
             MemoryLayout lowLayout,
             NDManager stepManager,
             KernelVerifier verifier) {
-        this(delegate, backend, cache, computePrecision, lowLayout, stepManager, verifier, false);
+        this(
+                delegate,
+                backend,
+                cache,
+                computePrecision,
+                lowLayout,
+                stepManager,
+                verifier,
+                false,
+                true);
     }
 
     private CastingParameterStore(
@@ -54,7 +64,8 @@ final class CastingParameterStore extends ParameterStore {
             MemoryLayout lowLayout,
             NDManager stepManager,
             KernelVerifier verifier,
-            boolean forceLayout) {
+            boolean forceLayout,
+            boolean cachesWeights) {
         super(delegate.getManager(), false);
         this.delegate = delegate;
         this.backend = backend;
@@ -64,6 +75,7 @@ final class CastingParameterStore extends ParameterStore {
         this.stepManager = stepManager;
         this.verifier = verifier;
         this.forceLayout = forceLayout;
+        this.cachesWeights = cachesWeights;
     }
 
     ParameterStore delegate() {
@@ -113,7 +125,48 @@ final class CastingParameterStore extends ParameterStore {
             return this;
         }
         return new CastingParameterStore(
-                delegate, backend, cache, computePrecision, layout, stepManager, verifier, true);
+                delegate,
+                backend,
+                cache,
+                computePrecision,
+                layout,
+                stepManager,
+                verifier,
+                true,
+                cachesWeights);
+    }
+
+    /**
+     * Returns this store casting weights afresh onto {@code manager}, bypassing the step's cache: a
+     * checkpointed segment's forward without recording must not leave a cast with no path back to
+     * its fp32 master for the recomputation to reuse, and a recomputation's casts are freed with
+     * it.
+     */
+    CastingParameterStore uncached(NDManager manager) {
+        return new CastingParameterStore(
+                delegate,
+                backend,
+                cache,
+                computePrecision,
+                lowLayout,
+                manager,
+                verifier,
+                forceLayout,
+                false);
+    }
+
+    AmpBackend backend() {
+        return backend;
+    }
+
+    /** The manager that owns this forward pass's casts (the batch's, in EasyTrain). */
+    NDManager stepManager() {
+        return stepManager;
+    }
+
+    /** Returns this store casting weights afresh onto its own step manager (see above). */
+    CastingParameterStore uncached() {
+        return uncached(stepManager);
     }
 
     /** Casts floating inputs of a low-precision stage to the compute precision and layout. */
@@ -161,7 +214,7 @@ final class CastingParameterStore extends ParameterStore {
         }
         Parameter.Type type = parameter.getType();
         if (type == Parameter.Type.WEIGHT || type == Parameter.Type.BIAS) {
-            return training
+            return training && cachesWeights
                     ? cache.get(parameter, master, computePrecision, lowLayout, stepManager)
                     : cache.cast(master, computePrecision, lowLayout, stepManager);
         }

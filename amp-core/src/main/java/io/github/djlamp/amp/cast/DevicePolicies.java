@@ -42,6 +42,7 @@ final class DevicePolicies {
     private final PrecisionPolicy policy;
     private final KernelVerification verification;
     private final IntermediateRelease release;
+    private final Checkpoints checkpoints;
     private final Map<Device, Resolved> resolved = new ConcurrentHashMap<>();
     private volatile AmpBackend backend;
     private volatile WeightCastCache castCache;
@@ -51,11 +52,13 @@ final class DevicePolicies {
             Block original,
             PrecisionPolicy policy,
             KernelVerification verification,
-            IntermediateRelease release) {
+            IntermediateRelease release,
+            Checkpoints checkpoints) {
         this.original = original;
         this.policy = policy;
         this.verification = verification;
         this.release = release;
+        this.checkpoints = checkpoints;
     }
 
     /** Returns the policy and shadow tree for a device, resolved at its first use. */
@@ -124,7 +127,8 @@ final class DevicePolicies {
         Fp32FallbackWarning.warnIfAny(original, concrete);
         return new Resolved(
                 concrete,
-                ShadowTree.build(original, concrete, release),
+                ShadowTree.build(
+                        original, concrete, release, checkpoints.plan(), checkpoints.tape()),
                 TreeStructure.of(original),
                 caps.getReason());
     }

@@ -9,6 +9,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Set;
 import java.util.function.Function;
+import java.util.function.Predicate;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -44,9 +45,23 @@ final class IntermediateRelease {
     private static final Logger logger = LoggerFactory.getLogger(IntermediateRelease.class);
 
     private final boolean enabled;
+    private final Predicate<NDArray> held;
 
     private IntermediateRelease(boolean enabled) {
+        this(enabled, array -> false);
+    }
+
+    private IntermediateRelease(boolean enabled, Predicate<NDArray> held) {
         this.enabled = enabled;
+        this.held = held;
+    }
+
+    /**
+     * Returns this setting, never closing an array {@code held} says someone else still needs (the
+     * inputs and outputs of checkpointed segments, until their recomputation).
+     */
+    IntermediateRelease keeping(Predicate<NDArray> held) {
+        return new IntermediateRelease(enabled, held);
     }
 
     /**
@@ -119,7 +134,8 @@ final class IntermediateRelease {
         }
         for (NDList list : consumed) {
             for (NDArray array : list) {
-                if (kept.add(array)) { // once per array, even when a list holds it twice
+                if (kept.add(array)
+                        && !held.test(array)) { // once per array, even when a list holds it twice
                     array.close();
                 }
             }

@@ -49,6 +49,7 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
     private final DevicePolicies devices;
     private final Fp32Masters masters;
     private final TrainingLink trainingLink;
+    private final Checkpoints checkpoints;
 
     /**
      * Wraps a block.
@@ -122,13 +123,22 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
                     "The block is already a MixedPrecisionBlock; wrap the original block once");
         }
         policy.validateAgainst(original);
-        release = IntermediateRelease.fromSystemProperty();
+        checkpoints = new Checkpoints(original, this::forgetShadows);
+        release = IntermediateRelease.fromSystemProperty().keeping(checkpoints.tape()::holds);
         if (!policy.isAuto()) {
             ShadowTree.build(original, policy, release); // rejects now what the first forward would
         }
-        devices = new DevicePolicies(original, policy, verification, release);
+        devices = new DevicePolicies(original, policy, verification, release, checkpoints);
         masters = new Fp32Masters(original);
-        trainingLink = new TrainingLink(devices::castCache);
+        trainingLink = new TrainingLink(devices::castCache, checkpoints);
+    }
+
+    /** The checkpointing setting changed: every device's shadow tree is built again. */
+    private void forgetShadows() {
+        DevicePolicies resolved = devices;
+        if (resolved != null) {
+            resolved.forget();
+        }
     }
 
     private static <T> T requireArgument(T value, String what, String fix) {
@@ -197,12 +207,21 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
             trainingLink.recordTrainingForward(parameterStore, original, device, devices.backend());
         }
         Precision compute = r.policy().getComputePrecision();
-        if (compute == Precision.FP32) {
+        boolean checkpointing = training && checkpoints.plan().isEnabled();
+        if (compute == Precision.FP32 && !checkpointing) {
             return original.forward(parameterStore, inputs, training, params);
         }
         if (training) {
             // the step's manager (the batch's in EasyTrain) is closed after the step
-            return runShadow(r, parameterStore, inputs, true, params, stepManager, compute);
+            if (checkpointing) {
+                checkpoints.tape().noteCallers(inputs);
+            }
+            NDList outputs =
+                    runShadow(r, parameterStore, inputs, true, params, stepManager, compute);
+            if (checkpointing) {
+                checkpoints.tape().noteCallers(outputs);
+            }
+            return outputs;
         }
         // Inference: the input's manager may live long (a Predictor with a NoopTranslator, the
         // user's own manager), so the per-call casts and 16-bit intermediates go on a manager of
@@ -252,6 +271,7 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
         }
         synchronized (this) {
             policy.validateAgainst(original);
+            checkpoints.apply(checkpoints.getSetting()); // the stages may have changed
             devices.forget();
             masters.forget();
             trainingLink.treeChanged();

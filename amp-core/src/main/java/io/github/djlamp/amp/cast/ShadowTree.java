@@ -37,11 +37,106 @@ final class ShadowTree {
      * @param release whether the shadow drops its handles to the intermediates it has consumed
      */
     static Block build(Block root, PrecisionPolicy policy, IntermediateRelease release) {
-        return shadowOf(root, "", policy, release);
+        return build(root, policy, release, CheckpointPlan.NONE, null);
+    }
+
+    /**
+     * Builds the shadow of {@code root} under a concrete policy, with the segments of {@code plan}
+     * recording on {@code tape}.
+     *
+     * @throws AmpException when the policy runs a SequentialBlock that holds segments as one stage
+     */
+    static Block build(
+            Block root,
+            PrecisionPolicy policy,
+            IntermediateRelease release,
+            CheckpointPlan plan,
+            CheckpointTape tape) {
+        Builder builder = new Builder(policy, release, plan, tape);
+        Block shadow = builder.shadowOf(root, "");
+        if (builder.segmentsBuilt != plan.segmentCount()) {
+            List<String> missing = new ArrayList<>(plan.sequences());
+            missing.removeAll(builder.sequencesBuilt);
+            throw new AmpException(
+                    "checkpointing="
+                            + plan.setting()
+                            + " places segments inside "
+                            + missing
+                            + ", which the policy "
+                            + policy
+                            + " runs as one stage (not as a container): checkpoint that stage as a"
+                            + " whole (Checkpointing.blocks(\"path:...\")), or remove the policy's"
+                            + " override of it");
+        }
+        return shadow;
+    }
+
+    /** One build: the settings, and the segments made so far. */
+    private static final class Builder {
+        private final PrecisionPolicy policy;
+        private final IntermediateRelease release;
+        private final CheckpointPlan plan;
+        private final CheckpointTape tape;
+        private final List<String> sequencesBuilt = new ArrayList<>();
+        private int segmentsBuilt;
+
+        Builder(
+                PrecisionPolicy policy,
+                IntermediateRelease release,
+                CheckpointPlan plan,
+                CheckpointTape tape) {
+            this.policy = policy;
+            this.release = release;
+            this.plan = plan;
+            this.tape = tape;
+        }
+
+        Block shadowOf(Block block, String path) {
+            return ShadowTree.shadowOf(block, path, policy, release, this);
+        }
+
+        /** The shadow children of a SequentialBlock, with its segments' stages grouped. */
+        List<Block> sequenceOf(Block block, String path, List<Block> children) {
+            List<CheckpointPlan.Group> groups = plan.groupsOf(path);
+            if (groups.isEmpty()) {
+                return children;
+            }
+            List<Block> originals = new ArrayList<>();
+            List<String> paths = new ArrayList<>();
+            for (Pair<String, Block> child : block.getChildren()) {
+                originals.add(child.getValue());
+                paths.add(BlockPaths.child(path, child.getKey()));
+            }
+            List<Block> result = new ArrayList<>();
+            int next = 0;
+            for (CheckpointPlan.Group group : groups) {
+                result.addAll(children.subList(next, group.from()));
+                String description =
+                        group.to() - group.from() == 1
+                                ? paths.get(group.from())
+                                : paths.get(group.from()) + " .. " + paths.get(group.to() - 1);
+                result.add(
+                        new CheckpointedSegment(
+                                new ArrayList<>(children.subList(group.from(), group.to())),
+                                new ArrayList<>(originals.subList(group.from(), group.to())),
+                                description,
+                                release,
+                                tape));
+                next = group.to();
+            }
+            result.addAll(children.subList(next, children.size()));
+            sequencesBuilt.add(path);
+            segmentsBuilt += groups.size();
+            return result;
+        }
     }
 
     private static Block shadowOf(
-            Block block, String path, PrecisionPolicy policy, IntermediateRelease release) {
+            Block block,
+            String path,
+            PrecisionPolicy policy,
+            IntermediateRelease release,
+            Builder builder) {
         CastCategory category = policy.categoryOf(block, path);
         if (category != CastCategory.CONTAINER) {
             requireBf16Safe(block, path, category, policy);
@@ -55,10 +150,10 @@ final class ShadowTree {
         List<Block> children = new ArrayList<>();
         for (Pair<String, Block> child : block.getChildren()) {
             String childPath = BlockPaths.child(path, child.getKey());
-            children.add(shadowOf(child.getValue(), childPath, policy, release));
+            children.add(builder.shadowOf(child.getValue(), childPath));
         }
         if (block instanceof SequentialBlock) {
-            return new Sequential(release).addAll(children);
+            return new Sequential(release).addAll(builder.sequenceOf(block, path, children));
         }
         if (block instanceof ParallelBlock) {
             ParallelBlock parallel = (ParallelBlock) block;

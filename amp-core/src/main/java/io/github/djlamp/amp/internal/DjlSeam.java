@@ -4,6 +4,7 @@ import ai.djl.engine.Engine;
 import ai.djl.ndarray.NDList;
 import ai.djl.nn.LambdaBlock;
 import ai.djl.nn.ParallelBlock;
+import ai.djl.nn.norm.Dropout;
 import ai.djl.training.Trainer;
 import ai.djl.training.listener.SaveModelTrainingListener;
 import ai.djl.training.optimizer.Adam;
@@ -47,6 +48,7 @@ public final class DjlSeam {
             List.of(
                     new FieldSpec(ParallelBlock.class, "function", Function.class),
                     new FieldSpec(LambdaBlock.class, "lambda", Function.class),
+                    new FieldSpec(Dropout.class, "rate", float.class),
                     new FieldSpec(SaveModelTrainingListener.class, "outputDir", String.class),
                     new FieldSpec(SaveModelTrainingListener.class, "onSaveModel", Consumer.class),
                     new FieldSpec(SaveModelTrainingListener.class, "epoch", int.class),
@@ -99,6 +101,17 @@ public final class DjlSeam {
     @SuppressWarnings("unchecked")
     public static Function<NDList, NDList> lambdaFunction(LambdaBlock block) {
         return (Function<NDList, NDList>) read(block, LambdaBlock.class, "lambda");
+    }
+
+    /**
+     * Returns a Dropout's rate, which DJL keeps in a private field.
+     *
+     * @param block the block
+     * @return the probability of dropping a value
+     * @throws AmpException if this DJL version has no such field
+     */
+    public static float dropoutRate(Dropout block) {
+        return (float) read(block, Dropout.class, "rate");
     }
 
     /**

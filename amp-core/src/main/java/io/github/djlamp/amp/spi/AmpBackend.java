@@ -213,4 +213,92 @@ public interface AmpBackend {
      *     instead
      */
     void requireDjlSafe(NDArray array, String operation);
+
+    /**
+     * Turns autograd's recording on or off for the calling thread (PyTorch's grad mode): a
+     * checkpointed segment runs its forward pass without recording and is recomputed with it.
+     *
+     * @param recording whether operations record the graph backward needs
+     * @return whether they recorded before the call
+     */
+    default boolean setRecording(boolean recording) {
+        throw new UnsupportedOperationException(
+                getEngineName()
+                        + "'s engine layer cannot switch autograd's recording off and on,"
+                        + " which activation checkpointing needs: use Checkpointing.none()");
+    }
+
+    /**
+     * Returns whether operations on the calling thread record autograd's graph.
+     *
+     * @return PyTorch's grad mode
+     */
+    default boolean isRecording() {
+        throw new UnsupportedOperationException(
+                getEngineName() + "'s engine layer cannot tell whether autograd records");
+    }
+
+    /**
+     * Makes {@code array}, computed without recording, a leaf of autograd's graph that collects the
+     * gradient reaching it (in any floating precision, bf16 included).
+     *
+     * @param array an array no graph produced
+     */
+    default void requireGradient(NDArray array) {
+        throw new UnsupportedOperationException(
+                getEngineName() + "'s engine layer cannot make a leaf that collects gradients");
+    }
+
+    /**
+     * Returns whether autograd tracks {@code array} (a leaf that collects gradients, or the result
+     * of a recorded operation on one), asked of the engine each time: DJL's {@code hasGradient()}
+     * remembers its first answer.
+     *
+     * @param array any array
+     * @return PyTorch's {@code requires_grad}
+     */
+    default boolean requiresGradient(NDArray array) {
+        throw new UnsupportedOperationException(
+                getEngineName() + "'s engine layer cannot tell whether autograd tracks an array");
+    }
+
+    /**
+     * Returns a new leaf with {@code array}'s values (sharing its memory) that collects the
+     * gradient reaching it, cut from the graph that produced {@code array}.
+     *
+     * @param array any floating array
+     * @param manager the manager that owns the leaf
+     * @return the leaf
+     */
+    default NDArray detachedLeaf(NDArray array, NDManager manager) {
+        throw new UnsupportedOperationException(
+                getEngineName() + "'s engine layer cannot detach an array from its graph");
+    }
+
+    /**
+     * Returns the gradient a leaf collected, or null when none reached it; unlike DJL's {@code
+     * getGradient()}, which makes zeros then, and works in bf16.
+     *
+     * @param leaf an array that collects gradients
+     * @param manager the manager that owns the result
+     * @return its gradient (sharing the leaf's gradient memory), or null
+     */
+    default NDArray gradientOrNull(NDArray leaf, NDManager manager) {
+        throw new UnsupportedOperationException(
+                getEngineName() + "'s engine layer cannot read a leaf's gradient");
+    }
+
+    /**
+     * Back-propagates {@code gradient} from {@code output} through the graph that made it, adding
+     * into the gradients of the leaves it reaches (parameters included), in any floating precision.
+     *
+     * @param output an array recorded in a graph, or a leaf (whose gradient collects {@code
+     *     gradient})
+     * @param gradient the gradient at {@code output}, of its shape and precision
+     * @param keepGraph whether the graph stays for another backward through it
+     */
+    default void backward(NDArray output, NDArray gradient, boolean keepGraph) {
+        throw new UnsupportedOperationException(
+                getEngineName() + "'s engine layer cannot back-propagate a given gradient");
+    }
 }

@@ -198,6 +198,7 @@ public final class AmpSession implements AutoCloseable {
     /** EasyTrain, after each batch's backward: see {@link GradientAccumulation}. */
     void afterBackward(NDManager batchManager) {
         SessionChecks.requireAttached(attached);
+        recomputeCheckpointedSegments();
         accumulation.afterBackward(batchManager);
     }
 
@@ -211,9 +212,24 @@ public final class AmpSession implements AutoCloseable {
     /** Reduces (data parallel), unscales and checks every device's gradients: the verdict. */
     void unscaleAndCheck(NDManager stepManager) {
         SessionChecks.requireAttached(attached);
+        recomputeCheckpointedSegments();
         Device[] devices = attached.trainer().getDevices();
         GradientSet gradients = trainable.forCheck(devices, stepManager, attached.isScaling());
         verdict.decide(attached.check(gradients, stepManager));
+    }
+
+    /**
+     * Completes the gradients of checkpointed segments (see {@link
+     * io.github.djlamp.amp.policy.Checkpointing}): after backward, before they are reduced across
+     * processes and checked.
+     */
+    void recomputeCheckpointedSegments() {
+        block.getTrainingLink().getCheckpoints().recompute();
+    }
+
+    /** Whether forward passes left checkpointed segments that no step has recomputed. */
+    boolean hasCheckpointsPending() {
+        return block.getTrainingLink().getCheckpoints().hasPending();
     }
 
     /** Moves the loss scale after the step (see {@link AttachedTrainer#update()}). */

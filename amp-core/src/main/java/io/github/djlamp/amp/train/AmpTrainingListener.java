@@ -103,6 +103,10 @@ public final class AmpTrainingListener extends TrainingListenerAdapter {
                 session.isFusedOptimizer()
                         ? "fused optimizer step (one launch for all parameters)"
                         : "the optimizer's own per-parameter update");
+        String checkpointing = session.getBlock().getTrainingLink().getCheckpoints().describe();
+        if (checkpointing != null) {
+            logger.info("djl-amp: {}", checkpointing);
+        }
         startEpoch();
     }
 

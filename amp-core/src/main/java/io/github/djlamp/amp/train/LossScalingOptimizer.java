@@ -125,6 +125,14 @@ public final class LossScalingOptimizer extends Optimizer {
     @Override
     public void update(String parameterId, NDArray weight, NDArray grad) {
         StepVerdict verdict = session.verdict();
+        if (session.hasCheckpointsPending()) {
+            throw new IllegalStateException(
+                    "Checkpointed segments were not recomputed before trainer.step(): their"
+                            + " gradients are incomplete, and no weight was changed. With"
+                            + " AmpOptions checkpointing, end a custom loop's step with"
+                            + " AmpSession.of(trainer).step() (or unscaleGradients() first), or"
+                            + " train with EasyTrain");
+        }
         if (verdict.isAccumulating()) {
             return;
         }

@@ -329,6 +329,59 @@ public final class PtAmpBackend implements AmpBackend {
         }
     }
 
+    /** {@inheritDoc} */
+    @Override
+    public boolean setRecording(boolean recording) {
+        boolean before = JniUtils.isGradMode();
+        if (before != recording) {
+            JniUtils.setGradMode(recording);
+        }
+        return before;
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public boolean isRecording() {
+        return JniUtils.isGradMode();
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public void requireGradient(NDArray array) {
+        requirePyTorch(array).setRequiresGradient(true); // DJL's own call keeps its cached answer
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public boolean requiresGradient(NDArray array) {
+        return JniUtils.requiresGrad(requirePyTorch(array));
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public NDArray detachedLeaf(NDArray array, NDManager manager) {
+        PtNDArray leaf = JniUtils.detachGradient(requirePyTorch(array));
+        leaf.attach(manager);
+        leaf.setRequiresGradient(true);
+        return leaf;
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public NDArray gradientOrNull(NDArray leaf, NDManager manager) {
+        PtNDArray gradient = JniUtils.getGradient(requirePyTorch(leaf));
+        if (gradient != null) {
+            gradient.attach(manager);
+        }
+        return gradient;
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public void backward(NDArray output, NDArray gradient, boolean keepGraph) {
+        JniUtils.backward(requirePyTorch(output), requirePyTorch(gradient), keepGraph, false);
+    }
+
     private NDArray toFp32(PtNDArray array, NDManager resultManager) {
         NDArray detached = JniUtils.detachGradient(array);
         detached.attach(resultManager);

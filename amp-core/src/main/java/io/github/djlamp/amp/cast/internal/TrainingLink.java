@@ -20,6 +20,7 @@ import java.util.function.Supplier;
 public final class TrainingLink {
 
     private final Supplier<WeightCastCache> castCache;
+    private final CheckpointControl checkpoints;
     private final AtomicLong trainingForwards = new AtomicLong();
     private volatile ParameterStore trainingStore;
     private volatile BufferSnapshot bufferSnapshot;
@@ -30,9 +31,21 @@ public final class TrainingLink {
      * Creates the link of one block.
      *
      * @param castCache where the block's weight cast cache is found (null before its first forward)
+     * @param checkpoints the block's activation checkpointing
      */
-    public TrainingLink(Supplier<WeightCastCache> castCache) {
+    public TrainingLink(Supplier<WeightCastCache> castCache, CheckpointControl checkpoints) {
         this.castCache = castCache;
+        this.checkpoints = checkpoints;
+    }
+
+    /**
+     * Returns the block's activation checkpointing: applied at configuration, recomputed after each
+     * backward.
+     *
+     * @return the checkpointing
+     */
+    public CheckpointControl getCheckpoints() {
+        return checkpoints;
     }
 
     /**

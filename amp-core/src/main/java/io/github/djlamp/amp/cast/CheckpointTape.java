@@ -1,0 +1,260 @@
+package io.github.djlamp.amp.cast;
+
+import ai.djl.Device;
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import ai.djl.nn.Parameter;
+import ai.djl.util.PairList;
+import io.github.djlamp.amp.exception.AmpException;
+import io.github.djlamp.amp.spi.AmpBackend;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.IdentityHashMap;
+import java.util.List;
+import java.util.Set;
+
+/**
+ * The checkpointed segments one or more training forward passes ran without recording, in the order
+ * they ran, and their recomputation after backward.
+ *
+ * <p>In the forward pass each segment's floating outputs become leaves that collect the gradient
+ * backward brings them. The recomputation takes the segments from the last to the first: it runs
+ * the segment again with recording on from detached copies of its inputs, back-propagates the
+ * gradients its outputs collected through it (into the parameters, and into the copies), and then
+ * pushes the copies' gradients into the graph that made the inputs, which reaches the outputs of
+ * the segment before. Segments sit only in chains of SequentialBlocks ({@link CheckpointPlan}), so
+ * that graph is read by this segment alone and still whole.
+ *
+ * <p>The running statistics a segment's BatchNorms moved in the forward pass are put back after its
+ * recomputation moved them again: they move once per step, as without checkpointing.
+ */
+final class CheckpointTape {
+
+    /** One segment's run in a forward pass. */
+    private record Run(
+            CheckpointedSegment segment,
+            CastingParameterStore store,
+            NDList inputs,
+            boolean[] inputNeedsGradient,
+            NDList outputs,
+            boolean[] outputIsLeaf,
+            PairList<String, Object> params) {}
+
+    private final List<Run> runs = new ArrayList<>();
+    private final Set<NDArray> held = Collections.newSetFromMap(new IdentityHashMap<>());
+    private final Set<NDArray> callers = Collections.newSetFromMap(new IdentityHashMap<>());
+    private long recomputed;
+
+    /** Notes the arrays a training forward pass was given or returned: never closed here. */
+    synchronized void noteCallers(NDList arrays) {
+        callers.addAll(arrays);
+    }
+
+    /**
+     * Records a segment's run and returns what the segment hands on: each floating output replaced
+     * by a leaf (sharing its memory) that collects the gradient backward brings it. A leaf of its
+     * own, not the output: an output computed without recording may be a view of a tensor that
+     * autograd tracks (a reshape of the segment's input), and such a view does not collect.
+     */
+    synchronized NDList record(
+            CheckpointedSegment segment,
+            CastingParameterStore store,
+            NDList inputs,
+            NDList outputs,
+            PairList<String, Object> params) {
+        AmpBackend backend = store.backend();
+        Set<NDArray> given = Collections.newSetFromMap(new IdentityHashMap<>());
+        given.addAll(inputs);
+        boolean[] needs = new boolean[inputs.size()];
+        for (int i = 0; i < needs.length; i++) {
+            NDArray input = inputs.get(i);
+            needs[i] =
+                    CheckpointedSegment.isFloating(backend, input)
+                            && backend.requiresGradient(input);
+        }
+        boolean[] leaves = new boolean[outputs.size()];
+        NDList handedOn = new NDList(outputs.size());
+        for (int k = 0; k < leaves.length; k++) {
+            NDArray output = outputs.get(k);
+            if (!given.contains(output) && CheckpointedSegment.isFloating(backend, output)) {
+                NDArray leaf = backend.detachedLeaf(output, output.getManager());
+                leaf.setName(output.getName());
+                output.close();
+                handedOn.add(leaf);
+                leaves[k] = true;
+            } else {
+                handedOn.add(output);
+            }
+        }
+        runs.add(new Run(segment, store, inputs, needs, handedOn, leaves, params));
+        held.addAll(inputs);
+        held.addAll(handedOn);
+        return handedOn;
+    }
+
+    /** Whether a recomputation still needs {@code array}: the intermediate release keeps it. */
+    synchronized boolean holds(NDArray array) {
+        return !runs.isEmpty() && held.contains(array);
+    }
+
+    /** Whether forward passes left segments to recompute. */
+    synchronized boolean hasPending() {
+        return !runs.isEmpty();
+    }
+
+    /** How many segment runs were recomputed so far. */
+    synchronized long getRecomputedSegments() {
+        return recomputed;
+    }
+
+    /** Recomputes every recorded segment run, the last first, and forgets them. */
+    synchronized void recompute() {
+        if (runs.isEmpty()) {
+            return;
+        }
+        try {
+            Set<NDArray> outputsLeft = Collections.newSetFromMap(new IdentityHashMap<>());
+            for (Run run : runs) {
+                outputsLeft.addAll(run.outputs());
+            }
+            for (int r = runs.size() - 1; r >= 0; r--) {
+                Run run = runs.get(r);
+                replay(run);
+                recomputed++;
+                for (NDArray output : run.outputs()) {
+                    outputsLeft.remove(output); // by identity: DJL's NDArray.equals compares values
+                }
+                release(run, outputsLeft);
+            }
+        } finally {
+            runs.clear();
+            held.clear();
+            callers.clear();
+        }
+    }
+
+    /** Forgets the recorded runs without recomputing them (their gradients are dropped too). */
+    synchronized void discard() {
+        runs.clear();
+        held.clear();
+        callers.clear();
+    }
+
+    private static void requireOpen(Run run) {
+        for (NDArray array : run.inputs()) {
+            if (array.isReleased()) {
+                throw new AmpException(
+                        "checkpointing: the input of the checkpointed segment "
+                                + run.segment().description()
+                                + " was closed before its recomputation. djl-amp recomputes"
+                                + " checkpointed segments after backward, at the step: keep the"
+                                + " batch open until AmpSession.step() (EasyTrain does), or use"
+                                + " Checkpointing.none()");
+            }
+        }
+    }
+
+    private void replay(Run run) {
+        AmpBackend backend = run.store().backend();
+        NDManager home = run.store().stepManager();
+        try (NDManager scope = home.newSubManager()) {
+            NDList reached = new NDList();
+            List<Integer> which = new ArrayList<>();
+            for (int k = 0; k < run.outputs().size(); k++) {
+                if (run.outputIsLeaf()[k] && !run.outputs().get(k).isReleased()) {
+                    NDArray gradient = backend.gradientOrNull(run.outputs().get(k), scope);
+                    if (gradient != null) {
+                        reached.add(gradient);
+                        which.add(k);
+                    }
+                }
+            }
+            if (reached.isEmpty()) {
+                return; // no backward reached the segment: nothing to recompute for
+            }
+            requireOpen(run);
+            boolean recording = backend.setRecording(true);
+            try {
+                NDList inputs = new NDList(run.inputs().size());
+                List<Integer> pushed = new ArrayList<>();
+                for (int i = 0; i < run.inputs().size(); i++) {
+                    NDArray input = run.inputs().get(i);
+                    if (run.inputNeedsGradient()[i]) {
+                        inputs.add(backend.detachedLeaf(input, scope));
+                        pushed.add(i);
+                    } else {
+                        inputs.add(input);
+                    }
+                }
+                Device device = run.outputs().head().getDevice();
+                RunningStatistics statistics =
+                        RunningStatistics.copy(run.segment(), run.store(), device, scope);
+                NDList again =
+                        run.segment().run(run.store().uncached(scope), inputs, true, run.params());
+                for (int j = 0; j < which.size(); j++) {
+                    NDArray output = again.get(which.get(j));
+                    output.attach(scope);
+                    backend.backward(output, reached.get(j), j < which.size() - 1);
+                }
+                statistics.restore(backend);
+                for (int j = 0; j < pushed.size(); j++) {
+                    int i = pushed.get(j);
+                    NDArray gradient = backend.gradientOrNull(inputs.get(i), scope);
+                    if (gradient != null) {
+                        backend.backward(run.inputs().get(i), gradient, j < pushed.size() - 1);
+                    }
+                }
+            } finally {
+                backend.setRecording(recording);
+            }
+        }
+    }
+
+    /**
+     * Closes what only the recomputation still needed: the segment's outputs (the leaves and their
+     * gradients) and its inputs, unless the caller owns them or a segment before reads them.
+     */
+    private void release(Run run, Set<NDArray> outputsLeft) {
+        for (NDArray output : run.outputs()) {
+            if (!callers.contains(output) && !output.isReleased()) {
+                output.close();
+            }
+        }
+        for (NDArray input : run.inputs()) {
+            if (!callers.contains(input) && !outputsLeft.contains(input) && !input.isReleased()) {
+                input.close();
+            }
+        }
+    }
+
+    /** Copies of a segment's running statistics, put back after its recomputation. */
+    private record RunningStatistics(NDList live, NDList saved) {
+
+        static RunningStatistics copy(
+                CheckpointedSegment segment,
+                CastingParameterStore store,
+                Device device,
+                NDManager scope) {
+            NDList live = new NDList();
+            NDList saved = new NDList();
+            for (Parameter parameter : segment.runningStatistics()) {
+                if (!parameter.isInitialized()) {
+                    continue;
+                }
+                NDArray value = store.delegate().getValue(parameter, device, true);
+                NDArray copy = value.duplicate();
+                copy.attach(scope);
+                live.add(value);
+                saved.add(copy);
+            }
+            return new RunningStatistics(live, saved);
+        }
+
+        void restore(AmpBackend backend) {
+            if (!live.isEmpty()) {
+                backend.copy(live, saved);
+            }
+        }
+    }
+}

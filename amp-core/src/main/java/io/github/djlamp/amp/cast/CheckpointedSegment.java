@@ -1,0 +1,151 @@
+package io.github.djlamp.amp.cast;
+
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.DataType;
+import ai.djl.ndarray.types.Shape;
+import ai.djl.nn.AbstractBlock;
+import ai.djl.nn.Block;
+import ai.djl.nn.Parameter;
+import ai.djl.training.ParameterStore;
+import ai.djl.util.Pair;
+import ai.djl.util.PairList;
+import io.github.djlamp.amp.spi.AmpBackend;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * A run of consecutive stages of a shadow SequentialBlock that a training forward pass runs without
+ * recording autograd's graph, leaving its inputs and outputs on the {@link CheckpointTape}; the
+ * tape runs it again with recording on after backward. Anything else (inference, a forward outside
+ * a gradient collector) runs it as a plain sequence.
+ */
+final class CheckpointedSegment extends AbstractBlock {
+
+    private final List<Block> stages;
+    private final List<Block> originals;
+    private final String description;
+    private final IntermediateRelease release;
+    private final CheckpointTape tape;
+    private List<Parameter> runningStatistics;
+
+    /**
+     * Makes a segment.
+     *
+     * @param stages the shadows of the stages, in order
+     * @param originals the user's blocks they shadow (for their running statistics)
+     * @param description the stages' paths, for logs and errors
+     */
+    CheckpointedSegment(
+            List<Block> stages,
+            List<Block> originals,
+            String description,
+            IntermediateRelease release,
+            CheckpointTape tape) {
+        this.stages = stages;
+        this.originals = originals;
+        this.description = description;
+        this.release = release;
+        this.tape = tape;
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    protected NDList forwardInternal(
+            ParameterStore parameterStore,
+            NDList inputs,
+            boolean training,
+            PairList<String, Object> params) {
+        if (!training || !(parameterStore instanceof CastingParameterStore casting)) {
+            return run(parameterStore, inputs, training, params);
+        }
+        AmpBackend backend = casting.backend();
+        if (!backend.isRecording()) {
+            return run(parameterStore, inputs, training, params);
+        }
+        NDList outputs;
+        backend.setRecording(false);
+        try {
+            outputs = run(casting.uncached(), inputs, training, params);
+        } finally {
+            backend.setRecording(true);
+        }
+        return tape.record(this, casting, inputs, outputs, params);
+    }
+
+    /**
+     * Runs the stages in order, dropping the handles to what each consumed (never {@code inputs},
+     * the caller's).
+     */
+    NDList run(
+            ParameterStore parameterStore,
+            NDList inputs,
+            boolean training,
+            PairList<String, Object> params) {
+        NDList current = inputs;
+        for (Block stage : stages) {
+            NDList next = stage.forward(parameterStore, current, training, params);
+            if (current != inputs) {
+                release.closeConsumed(current, inputs, next);
+            }
+            current = next;
+        }
+        return current;
+    }
+
+    /** The running statistics (BatchNorm's) of the stages, which a recomputation moves again. */
+    synchronized List<Parameter> runningStatistics() {
+        if (runningStatistics == null) {
+            List<Parameter> found = new ArrayList<>();
+            for (Block original : originals) {
+                for (Pair<String, Parameter> pair : original.getParameters()) {
+                    Parameter.Type type = pair.getValue().getType();
+                    if (type == Parameter.Type.RUNNING_MEAN || type == Parameter.Type.RUNNING_VAR) {
+                        found.add(pair.getValue());
+                    }
+                }
+            }
+            runningStatistics = found;
+        }
+        return runningStatistics;
+    }
+
+    /** The paths of the stages. */
+    String description() {
+        return description;
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public boolean isInitialized() {
+        return true;
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public void initialize(NDManager manager, DataType dataType, Shape... inputShapes) {
+        // the stages' blocks are initialized through the MixedPrecisionBlock, never through here
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public Shape[] getOutputShapes(Shape[] inputShapes) {
+        Shape[] shapes = inputShapes;
+        for (Block stage : stages) {
+            shapes = stage.getOutputShapes(shapes);
+        }
+        return shapes;
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public String toString() {
+        return "checkpointed(" + description + ")";
+    }
+
+    /** Whether {@code array} is one of the arrays a recomputation needs a gradient for. */
+    static boolean isFloating(AmpBackend backend, NDArray array) {
+        return backend.precisionOf(array) != null;
+    }
+}
