@@ -284,6 +284,30 @@ final class CheckpointPlan {
         return count;
     }
 
+    /**
+     * Returns the segment (numbered from 1 in forward order) of every stage in one, by the stage's
+     * path in the tree under {@code root}.
+     */
+    Map<String, Integer> segmentOfStage(Block root) {
+        Map<String, Block> all = BlockPaths.walk(root);
+        Map<String, Integer> result = new LinkedHashMap<>();
+        int number = 0;
+        for (Map.Entry<String, Block> entry : all.entrySet()) {
+            List<Group> groups = groupsOf(entry.getKey());
+            if (groups.isEmpty()) {
+                continue;
+            }
+            ai.djl.nn.BlockList children = entry.getValue().getChildren();
+            for (Group group : groups) {
+                number++;
+                for (int i = group.from(); i < group.to(); i++) {
+                    result.put(BlockPaths.child(entry.getKey(), children.get(i).getKey()), number);
+                }
+            }
+        }
+        return result;
+    }
+
     /** Returns the SequentialBlocks that hold segments, by path. */
     Set<String> sequences() {
         return groupsBySequence.keySet();

@@ -320,7 +320,8 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
      * @return the summary under the policy resolved for {@code device}
      */
     public PrecisionSummary getPrecisionSummary(Device device, NDManager manager) {
-        return PrecisionSummary.of(original, resolvePolicy(device, manager), getKernelVerdicts());
+        return PrecisionSummary.of(
+                original, resolvePolicy(device, manager), getKernelVerdicts(), checkpoints.plan());
     }
 
     /**

@@ -14,6 +14,7 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 
 /**
  * Which precision each unit of a model computes in under a concrete policy, and why: what Keras
@@ -70,12 +71,32 @@ public final class PrecisionSummary {
      */
     public static PrecisionSummary of(
             Block root, PrecisionPolicy policy, List<KernelVerdict> verdicts) {
+        return of(root, policy, verdicts, CheckpointPlan.NONE);
+    }
+
+    /** The summary with the checkpointed segments of {@code plan} marked. */
+    static PrecisionSummary of(
+            Block root, PrecisionPolicy policy, List<KernelVerdict> verdicts, CheckpointPlan plan) {
         List<Row> rows = new ArrayList<>();
         visit(root, "", policy, rows);
         if (!verdicts.isEmpty()) {
             rows.replaceAll(row -> row.checked(verdicts));
         }
+        if (plan.isEnabled()) {
+            Map<String, Integer> segments = plan.segmentOfStage(root);
+            rows.replaceAll(row -> row.inSegment(segmentOf(row.path, segments)));
+        }
         return new PrecisionSummary(policy, rows);
+    }
+
+    private static int segmentOf(String path, Map<String, Integer> segments) {
+        for (Map.Entry<String, Integer> e : segments.entrySet()) {
+            String stage = e.getKey();
+            if (path.equals(stage) || path.startsWith(stage + BlockPaths.SEPARATOR)) {
+                return e.getValue();
+            }
+        }
+        return 0;
     }
 
     private static void visit(Block block, String path, PrecisionPolicy policy, List<Row> rows) {
@@ -228,6 +249,9 @@ public final class PrecisionSummary {
                             precision,
                             row.parameters,
                             row.reason));
+            if (row.segment > 0) {
+                sb.append("  [checkpointed segment ").append(row.segment).append(']');
+            }
         }
         return sb.toString();
     }
@@ -239,13 +263,30 @@ public final class PrecisionSummary {
         private final CastCategory category;
         private final long parameters;
         private final String reason;
+        private final int segment;
 
         Row(String path, Block block, CastCategory category, long parameters, String reason) {
+            this(path, block, category, parameters, reason, 0);
+        }
+
+        private Row(
+                String path,
+                Block block,
+                CastCategory category,
+                long parameters,
+                String reason,
+                int segment) {
             this.path = path;
             this.block = block;
             this.category = category;
             this.parameters = parameters;
             this.reason = reason;
+            this.segment = segment;
+        }
+
+        /** This row inside checkpointed segment {@code number} (from 1). */
+        Row inSegment(int number) {
+            return new Row(path, block, category, parameters, reason, number);
         }
 
         /** This row as the kernel checks of its layer leave it. */
@@ -277,7 +318,7 @@ public final class PrecisionSummary {
                 return this;
             }
             CastCategory now = anyChecked && !anyLow ? CastCategory.FP32 : category;
-            return new Row(path, block, now, parameters, String.join("; ", findings));
+            return new Row(path, block, now, parameters, String.join("; ", findings), segment);
         }
 
         /**
@@ -323,6 +364,16 @@ public final class PrecisionSummary {
          */
         public String getReason() {
             return reason;
+        }
+
+        /**
+         * Returns the checkpointed segment the unit runs in ({@code AmpOptions} checkpointing): its
+         * activations are recomputed after backward instead of kept.
+         *
+         * @return the segment's number, from 1 in forward order; 0 when the unit is not in one
+         */
+        public int getCheckpointSegment() {
+            return segment;
         }
     }
 }
