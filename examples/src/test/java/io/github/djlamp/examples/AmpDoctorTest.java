@@ -11,6 +11,7 @@ import io.github.djlamp.amp.doctor.AmpDoctor;
 import io.github.djlamp.amp.doctor.DoctorReport;
 import io.github.djlamp.amp.doctor.PlatformReport;
 import io.github.djlamp.amp.doctor.RunResult;
+import io.github.djlamp.amp.policy.Checkpointing;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.scale.LossScaling;
 import java.util.List;
@@ -91,6 +92,24 @@ class AmpDoctorTest {
             float a = fp32.getLosses().get(0);
             float b = bf16.getLosses().get(0);
             assertEquals(a, b, 0.03 * a, "first-step losses fp32 " + a + " vs bf16 " + b);
+        }
+    }
+
+    @Test
+    void checkpointingAddsARunPerPolicyThatTrainsExactlyLikeTheRunWithout() throws Exception {
+        try (NDManager manager = NDManager.newBaseManager()) {
+            DoctorReport report =
+                    TinyDoctor.builder(manager, 1, "float32", "mixed_bfloat16")
+                            .optCheckpointing(Checkpointing.stages())
+                            .build()
+                            .run();
+            List<RunResult> runs = report.getRuns();
+            assertEquals(3, runs.size(), "fp32 (plain DJL: not checkpointed), bf16, bf16 ckpt");
+            assertEquals(null, runs.get(1).getCheckpointing());
+            assertEquals("stages", runs.get(2).getCheckpointing());
+            assertTrue(runs.get(2).getLabel().contains("ckpt stages"), runs.get(2).getLabel());
+            // the same gradients (bitwise on the CPU), so the same losses step by step
+            assertEquals(runs.get(1).getLosses(), runs.get(2).getLosses());
         }
     }
 

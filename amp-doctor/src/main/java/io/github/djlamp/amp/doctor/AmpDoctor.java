@@ -10,6 +10,7 @@ import ai.djl.training.dataset.Batch;
 import ai.djl.training.dataset.Dataset;
 import ai.djl.translate.TranslateException;
 import io.github.djlamp.amp.exception.AmpException;
+import io.github.djlamp.amp.policy.Checkpointing;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
 import io.github.djlamp.amp.scale.LossScaling;
 import io.github.djlamp.amp.spi.AmpBackends;
@@ -82,6 +83,7 @@ public final class AmpDoctor {
     private final Dataset testSet;
     private final int epochs;
     private final List<PrecisionPolicy> precisions;
+    private final Checkpointing checkpointing;
     private final int seed;
     private final int warmupSteps;
     private final boolean progress;
@@ -100,6 +102,7 @@ public final class AmpDoctor {
         this.testSet = builder.testSet;
         this.epochs = builder.epochs;
         this.precisions = Collections.unmodifiableList(new ArrayList<>(builder.precisions));
+        this.checkpointing = builder.checkpointing;
         this.seed = builder.seed;
         this.warmupSteps = builder.warmupSteps;
         this.progress = builder.progress;
@@ -142,9 +145,31 @@ public final class AmpDoctor {
         List<RunResult> runs = new ArrayList<>();
         givenBlocks.clear();
         givenConfigs.clear();
-        for (int i = 0; i < precisions.size(); i++) {
-            String title = "Run " + (i + 1) + "/" + precisions.size();
-            runs.add(new DoctorRun(this, precisions.get(i), title).run());
+        List<DoctorRun> planned = new ArrayList<>();
+        int total = precisions.size();
+        for (PrecisionPolicy policy : precisions) {
+            if (checkpointing.isEnabled() && !DoctorRun.isPlain(policy)) {
+                total++;
+            }
+        }
+        for (PrecisionPolicy policy : precisions) {
+            planned.add(
+                    new DoctorRun(
+                            this,
+                            policy,
+                            Checkpointing.none(),
+                            "Run " + (planned.size() + 1) + "/" + total));
+            if (checkpointing.isEnabled() && !DoctorRun.isPlain(policy)) {
+                planned.add(
+                        new DoctorRun(
+                                this,
+                                policy,
+                                checkpointing,
+                                "Run " + (planned.size() + 1) + "/" + total));
+            }
+        }
+        for (DoctorRun run : planned) {
+            runs.add(run.run());
             // let the next run start from a collected heap, as a fresh run would
             System.gc();
         }
@@ -279,6 +304,7 @@ public final class AmpDoctor {
         private Dataset testSet;
         private int epochs = 1;
         private List<PrecisionPolicy> precisions = parseAll(DEFAULT_PRECISIONS);
+        private Checkpointing checkpointing = Checkpointing.none();
         private int seed = 42;
         private int warmupSteps = DEFAULT_WARMUP_STEPS;
         private boolean progress = true;
@@ -355,6 +381,21 @@ public final class AmpDoctor {
          */
         public Builder optPrecisions(String... policies) {
             this.precisions = parseAll(List.of(policies));
+            return this;
+        }
+
+        /**
+         * Compares each djl-amp run with the same run under activation checkpointing: one more run
+         * per policy other than {@code float32}, labelled with the setting, its step memory and
+         * throughput beside the run without ({@code AmpOptions.Builder#checkpointing}).
+         *
+         * @param setting e.g. {@link Checkpointing#stages()}; {@link Checkpointing#none()} (the
+         *     default) for no such runs
+         * @return this builder
+         */
+        public Builder optCheckpointing(Checkpointing setting) {
+            this.checkpointing =
+                    Objects.requireNonNull(setting, "optCheckpointing: use Checkpointing.none()");
             return this;
         }
 

@@ -12,7 +12,9 @@ import ai.djl.training.evaluator.Accuracy;
 import ai.djl.training.util.ProgressBar;
 import ai.djl.translate.TranslateException;
 import io.github.djlamp.amp.Amp;
+import io.github.djlamp.amp.AmpOptions;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
+import io.github.djlamp.amp.policy.Checkpointing;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
 import io.github.djlamp.amp.scale.LossScaler;
@@ -33,11 +35,13 @@ final class DoctorRun {
 
     private final AmpDoctor doctor;
     private final PrecisionPolicy policy;
+    private final Checkpointing checkpointing;
     private final String title;
 
-    DoctorRun(AmpDoctor doctor, PrecisionPolicy policy, String title) {
+    DoctorRun(AmpDoctor doctor, PrecisionPolicy policy, Checkpointing checkpointing, String title) {
         this.doctor = doctor;
         this.policy = policy;
+        this.checkpointing = checkpointing;
         this.title = title;
     }
 
@@ -60,6 +64,7 @@ final class DoctorRun {
 
         RunResult.Builder result = RunResult.builder();
         result.policyName = policy.getName();
+        result.checkpointing = checkpointing.isEnabled() ? checkpointing.toString() : null;
         result.mixedPrecision = !plain;
         result.epochs = doctor.getEpochs();
         try (Model model = Model.newInstance(doctor.getModelName(), engine.getEngineName())) {
@@ -69,7 +74,14 @@ final class DoctorRun {
                 config = recording;
             } else {
                 model.setBlock(Amp.wrap(block, policy));
-                config = Amp.configure(recording, model.getBlock(), doctor.getLossScaling());
+                config =
+                        Amp.configure(
+                                recording,
+                                model.getBlock(),
+                                AmpOptions.builder()
+                                        .lossScaling(doctor.getLossScaling())
+                                        .checkpointing(checkpointing)
+                                        .build());
             }
             try (Trainer trainer = model.newTrainer(config)) {
                 trainer.initialize(doctor.getInputShape());
@@ -87,7 +99,11 @@ final class DoctorRun {
                                     + result.precision.shortName()
                                     + (plain
                                             ? " through plain DJL"
-                                            : " through djl-amp, policy " + session.getPolicy())
+                                            : " through djl-amp, policy "
+                                                    + session.getPolicy()
+                                                    + (checkpointing.isEnabled()
+                                                            ? ", checkpointing=" + checkpointing
+                                                            : ""))
                                     + ", loss scaling "
                                     + result.lossScaling);
                 }

@@ -17,6 +17,7 @@ public final class RunResult {
 
     private final Device device;
     private final String policyName;
+    private final String checkpointing;
     private final Precision precision;
     private final boolean mixedPrecision;
     private final String lossScaling;
@@ -39,6 +40,7 @@ public final class RunResult {
     private RunResult(Builder b) {
         this.device = b.device;
         this.policyName = b.policyName;
+        this.checkpointing = b.checkpointing;
         this.precision = b.precision;
         this.mixedPrecision = b.mixedPrecision;
         this.lossScaling = b.lossScaling;
@@ -107,7 +109,17 @@ public final class RunResult {
      */
     public String getLabel() {
         String name = precision.shortName();
-        return "auto".equals(policyName) ? name + " (auto)" : name;
+        String label = "auto".equals(policyName) ? name + " (auto)" : name;
+        return checkpointing == null ? label : label + " ckpt " + checkpointing;
+    }
+
+    /**
+     * Returns the activation checkpointing of the run ({@code AmpOptions} checkpointing).
+     *
+     * @return its text form, e.g. {@code stages}, or null when nothing was checkpointed
+     */
+    public String getCheckpointing() {
+        return checkpointing;
     }
 
     /**
@@ -117,7 +129,10 @@ public final class RunResult {
      */
     public String getKey() {
         String name = precision.shortName();
-        return "auto".equals(policyName) ? "auto_" + name : name;
+        String key = "auto".equals(policyName) ? "auto_" + name : name;
+        return checkpointing == null
+                ? key
+                : key + "_ckpt_" + checkpointing.replaceAll("[^A-Za-z0-9]", "_");
     }
 
     /**
@@ -383,6 +398,7 @@ public final class RunResult {
     static final class Builder {
         Device device;
         String policyName;
+        String checkpointing;
         Precision precision;
         boolean mixedPrecision;
         String lossScaling = "none";
