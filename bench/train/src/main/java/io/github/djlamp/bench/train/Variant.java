@@ -6,6 +6,7 @@ import io.github.djlamp.amp.Amp;
 import io.github.djlamp.amp.AmpOptions;
 import io.github.djlamp.amp.FusedOptimizer;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
+import io.github.djlamp.amp.policy.Checkpointing;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
 import io.github.djlamp.amp.scale.LossScaling;
 import io.github.djlamp.amp.spi.MemoryLayout;
@@ -57,6 +58,43 @@ public enum Variant {
         Block wrap(Block block) {
             return new MixedPrecisionBlock(
                     block, PrecisionPolicy.named("mixed_float16"), MemoryLayout.PRESERVE);
+        }
+    },
+    /**
+     * djl-amp bf16 with activation checkpointing of every top-level stage (each residual unit of
+     * ResNet is one): activations recomputed after backward instead of kept.
+     */
+    AMP_BF16_CKPT_STAGES(
+            "djl-amp-bf16-ckpt-stages",
+            "djl-amp bf16, checkpointing=stages, per-parameter optimizer update") {
+        @Override
+        Block wrap(Block block) {
+            return new MixedPrecisionBlock(block, PrecisionPolicy.named("mixed_bfloat16"));
+        }
+
+        @Override
+        TrainingConfig configure(TrainingConfig config, Block wrapped) {
+            return Amp.configure(
+                    config,
+                    wrapped,
+                    options(FusedOptimizer.OFF).checkpointing(Checkpointing.stages()).build());
+        }
+    },
+    /** djl-amp bf16 with segments of about the square root of the number of stages. */
+    AMP_BF16_CKPT_AUTO(
+            "djl-amp-bf16-ckpt-auto",
+            "djl-amp bf16, checkpointing=auto, per-parameter optimizer update") {
+        @Override
+        Block wrap(Block block) {
+            return new MixedPrecisionBlock(block, PrecisionPolicy.named("mixed_bfloat16"));
+        }
+
+        @Override
+        TrainingConfig configure(TrainingConfig config, Block wrapped) {
+            return Amp.configure(
+                    config,
+                    wrapped,
+                    options(FusedOptimizer.OFF).checkpointing(Checkpointing.auto()).build());
         }
     },
     /**
