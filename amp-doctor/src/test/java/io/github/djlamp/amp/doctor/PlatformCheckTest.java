@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import ai.djl.engine.Engine;
 import io.github.djlamp.amp.verify.CanonicalKernels;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
@@ -60,7 +61,8 @@ class PlatformCheckTest {
         assertEquals(1, report.getChildPids().size(), all);
         long child = report.getChildPids().get(0);
         assertNotEquals(ProcessHandle.current().pid(), child);
-        assertEquals("cpu()", report.getDevice());
+        // the children compute on DJL's default device: gpu(0) on a GPU machine
+        assertEquals(Engine.getEngine("PyTorch").defaultDevice().toString(), report.getDevice());
         assertTrue(report.getEngine().startsWith("PyTorch "), report.getEngine());
         assertEquals(PlatformReport.Cure.NOT_NEEDED, report.getCure());
         assertTrue(report.getCureCases().isEmpty());

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import ai.djl.Device;
 import ai.djl.Model;
 import ai.djl.engine.Engine;
 import ai.djl.ndarray.NDManager;
@@ -65,7 +66,8 @@ class FusedOptimizerOptionTest {
 
     @Test
     void autoKeepsDjlsUpdateOnTheCpu() {
-        Run run = train(FusedOptimizer.AUTO);
+        // on the CPU whatever DJL's default device is (gpu(0) on a GPU machine): AUTO's CPU half
+        Run run = train(FusedOptimizer.AUTO, Device.cpu());
         assertFalse(run.fused, "a host read costs nothing on the CPU: DJL's exact update");
         assertFalse(run.stateOnDevice);
     }
@@ -80,13 +82,20 @@ class FusedOptimizerOptionTest {
     }
 
     private static Run train(FusedOptimizer setting) {
+        return train(setting, null);
+    }
+
+    /** Trains on {@code device}, or on DJL's default device when it is null. */
+    private static Run train(FusedOptimizer setting, Device device) {
         Engine.getInstance().setRandomSeed(5);
         try (Model model = Model.newInstance("fused-option", "PyTorch")) {
             MixedPrecisionBlock block = Amp.wrap(new RealProgramsRig.Mlp().block, "mixed_float16");
             model.setBlock(block);
             AmpTrainingConfig config =
                     Amp.configure(
-                            RealProgramsRig.sgd(0.1f),
+                            device == null
+                                    ? RealProgramsRig.sgd(0.1f)
+                                    : RealProgramsRig.sgd(0.1f).optDevices(new Device[] {device}),
                             block,
                             AmpOptions.builder().fusedOptimizer(setting).build());
             try (Trainer trainer = model.newTrainer(config);

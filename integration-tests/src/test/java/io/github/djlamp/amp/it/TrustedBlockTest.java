@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import ai.djl.engine.Engine;
 import java.util.Arrays;
 import java.util.List;
 import org.junit.jupiter.api.Test;
@@ -62,7 +63,9 @@ class TrustedBlockTest {
                         .filter(line -> line.contains("djl-amp: "))
                         .toArray(String[]::new);
         String last = djlAmpLines[djlAmpLines.length - 1];
-        assertTrue(last.contains(BREADCRUMB + " on cpu() of '02" + unit + "'"), last);
+        // the child computes on DJL's default device, as this JVM does: gpu(0) on a GPU machine
+        String device = Engine.getEngine("PyTorch").defaultDevice().toString();
+        assertTrue(last.contains(BREADCRUMB + " on " + device + " of '02" + unit + "'"), last);
         assertTrue(last.contains("(" + PREFIX + unit + ")"), last);
         assertTrue(last.contains("on the word of its author (LowPrecisionSafe)"), last);
         assertTrue(last.contains("\"terminate called without an active exception\""), last);
