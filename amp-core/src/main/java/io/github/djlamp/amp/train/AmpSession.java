@@ -227,6 +227,16 @@ public final class AmpSession implements AutoCloseable {
         block.getTrainingLink().getCheckpoints().recompute();
     }
 
+    /**
+     * Returns how many runs of checkpointed segments ({@code AmpOptions} checkpointing) were
+     * recomputed after backward so far: a segment once per training forward pass.
+     *
+     * @return the count, 0 when nothing is checkpointed
+     */
+    public long getRecomputedSegments() {
+        return block.getTrainingLink().getCheckpoints().getRecomputedSegments();
+    }
+
     /** Whether forward passes left checkpointed segments that no step has recomputed. */
     boolean hasCheckpointsPending() {
         return block.getTrainingLink().getCheckpoints().hasPending();

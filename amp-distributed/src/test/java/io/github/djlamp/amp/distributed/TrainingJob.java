@@ -28,6 +28,7 @@ import ai.djl.util.Pair;
 import io.github.djlamp.amp.Amp;
 import io.github.djlamp.amp.AmpOptions;
 import io.github.djlamp.amp.FusedOptimizer;
+import io.github.djlamp.amp.policy.Checkpointing;
 import io.github.djlamp.amp.scale.LossScaler;
 import io.github.djlamp.amp.scale.LossScaling;
 import io.github.djlamp.amp.scale.ScalerState;
@@ -68,6 +69,12 @@ public final class TrainingJob {
      * @param args see the class comment
      * @throws Exception when training fails
      */
+    /** The activation checkpointing of this job's runs (an option of the command line). */
+    private static Checkpointing checkpointing = Checkpointing.none();
+
+    /** The checkpointed segments the last run recomputed. */
+    private static long recomputedSegments;
+
     public static void main(String[] args) throws Exception {
         Path out = Path.of(args[0]);
         int steps = Integer.parseInt(args[1]);
@@ -80,6 +87,8 @@ public final class TrainingJob {
                 fault = args[i];
             } else if (args[i].equals("staging=host")) {
                 stageCpuBuckets = true;
+            } else if (args[i].startsWith("checkpointing=")) {
+                checkpointing = Checkpointing.parse(args[i].substring("checkpointing=".length()));
             } else if (args[i].startsWith("deadline=")) {
                 deadline = Duration.ofSeconds(Long.parseLong(args[i].substring(9)));
             } else {
@@ -107,6 +116,10 @@ public final class TrainingJob {
                 Files.writeString(
                         out.resolve(precision + "-rank-" + world.getRank() + ".txt"),
                         result.toString(),
+                        StandardCharsets.UTF_8);
+                Files.writeString(
+                        out.resolve(precision + "-rank-" + world.getRank() + ".segments"),
+                        Long.toString(recomputedSegments),
                         StandardCharsets.UTF_8);
             }
             if (("fault=" + world.getRank() + ":0:hang-at-end").equals(fault)) {
@@ -248,6 +261,7 @@ public final class TrainingJob {
                                             .build());
             AmpOptions options =
                     AmpOptions.builder()
+                            .checkpointing(checkpointing)
                             .lossScaling(
                                     precision.contains("16") && !precision.contains("b")
                                             ? LossScaling.dynamicBuilder()
@@ -292,6 +306,7 @@ public final class TrainingJob {
                     weights.add(pair.getValue().getArray().toFloatArray());
                 }
                 TrainingResult result = trainer.getTrainingResult();
+                recomputedSegments = AmpSession.of(trainer).getRecomputedSegments();
                 return new Result(
                         scaler.getScale(),
                         scaler.getSteps(),
