@@ -83,15 +83,7 @@ final class CheckpointedSegment extends AbstractBlock {
             NDList inputs,
             boolean training,
             PairList<String, Object> params) {
-        NDList current = inputs;
-        for (Block stage : stages) {
-            NDList next = stage.forward(parameterStore, current, training, params);
-            if (current != inputs) {
-                release.closeConsumed(current, inputs, next);
-            }
-            current = next;
-        }
-        return current;
+        return release.chain(stages, parameterStore, inputs, training, params);
     }
 
     /** The running statistics (BatchNorm's) of the stages, which a recomputation moves again. */

@@ -3,6 +3,9 @@ package io.github.djlamp.amp.cast;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
+import ai.djl.nn.Block;
+import ai.djl.training.ParameterStore;
+import ai.djl.util.PairList;
 import java.util.Collections;
 import java.util.IdentityHashMap;
 import java.util.List;
@@ -140,6 +143,30 @@ final class IntermediateRelease {
                 }
             }
         }
+    }
+
+    /**
+     * Runs {@code stages} in order, each on the previous one's output, closing each output once the
+     * next stage has consumed it; never {@code inputs}, the caller's.
+     *
+     * @param params the forward parameters, or null
+     * @return the last stage's output
+     */
+    NDList chain(
+            Iterable<Block> stages,
+            ParameterStore parameterStore,
+            NDList inputs,
+            boolean training,
+            PairList<String, Object> params) {
+        NDList current = inputs;
+        for (Block stage : stages) {
+            NDList next = stage.forward(parameterStore, current, training, params);
+            if (current != inputs) {
+                closeConsumed(current, inputs, next);
+            }
+            current = next;
+        }
+        return current;
     }
 
     /**

@@ -263,15 +263,7 @@ final class ShadowTree {
                 NDList inputs,
                 boolean training,
                 PairList<String, Object> params) {
-            NDList current = inputs;
-            for (Block child : children.values()) {
-                NDList next = child.forward(parameterStore, current, training);
-                if (current != inputs) {
-                    release.closeConsumed(current, inputs, next);
-                }
-                current = next;
-            }
-            return current;
+            return release.chain(children.values(), parameterStore, inputs, training, null);
         }
 
         @Override
