@@ -4,12 +4,14 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import ai.djl.engine.Engine;
 import ai.djl.pytorch.engine.PtEngine;
+import ai.djl.util.Utils;
 import io.github.djlamp.amp.internal.DjlSeam;
 import org.junit.jupiter.api.Test;
 
 /**
  * The PyTorch engine and its natives are those the build chose, or the libtorch the environment
- * chose on purpose ({@code PYTORCH_VERSION}, as DJL documents).
+ * chose on purpose ({@code PYTORCH_VERSION}, read as DJL reads it: the environment, then the system
+ * properties).
  */
 class EngineVersionTest {
 
@@ -29,9 +31,9 @@ class EngineVersionTest {
         if (expected != null) {
             assertEquals(expected, engine);
         }
-        // DJL loads another libtorch when PYTORCH_VERSION names one (a GPU machine's own torch):
-        // then that one, else the build's
-        String chosen = System.getenv("PYTORCH_VERSION");
+        // DJL loads another libtorch when PYTORCH_VERSION names one, in the environment or as a
+        // system property (a GPU machine's own torch): then that one, else the build's
+        String chosen = Utils.getEnvOrSystemProperty("PYTORCH_VERSION");
         assertEquals(
                 chosen == null || chosen.isBlank() ? DjlSeam.TESTED_PYTORCH_VERSION : chosen.trim(),
                 pytorch,

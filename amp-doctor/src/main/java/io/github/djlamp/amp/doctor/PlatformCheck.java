@@ -1,5 +1,6 @@
 package io.github.djlamp.amp.doctor;
 
+import ai.djl.Device;
 import io.github.djlamp.amp.verify.KernelVerifier;
 import java.io.IOException;
 import java.io.PrintStream;
@@ -70,6 +71,7 @@ public final class PlatformCheck {
     private final Duration timeout;
     private final boolean cure;
     private final String engine;
+    private final String device;
     private final String suite;
     private final String classPath;
     private final Map<String, String> environment;
@@ -78,6 +80,7 @@ public final class PlatformCheck {
         this.timeout = builder.timeout;
         this.cure = builder.cure;
         this.engine = builder.engine;
+        this.device = builder.device;
         this.suite = builder.suite;
         this.classPath = builder.classPath != null ? builder.classPath : ChildJvm.classPath();
         this.environment = new HashMap<>(builder.environment);
@@ -248,6 +251,9 @@ public final class PlatformCheck {
             if (engine != null) {
                 args.addAll(List.of("--engine", engine));
             }
+            if (device != null) {
+                args.addAll(List.of("--device", device));
+            }
             ChildJvm.Outcome outcome;
             try {
                 outcome = jvm.run(args, env);
@@ -397,6 +403,7 @@ public final class PlatformCheck {
         private Duration timeout = DEFAULT_TIMEOUT;
         private boolean cure = true;
         private String engine;
+        private String device;
         private String suite = StandardSuite.class.getName();
         private String classPath;
         private final Map<String, String> environment = new HashMap<>();
@@ -439,6 +446,18 @@ public final class PlatformCheck {
          */
         public Builder optEngine(String engine) {
             this.engine = engine;
+            return this;
+        }
+
+        /**
+         * Runs the cases on {@code device} instead of the engine's default device: the tests of the
+         * CPU cure run on the CPU on a GPU machine too.
+         */
+        Builder device(Device device) {
+            this.device =
+                    device.getDeviceId() < 0
+                            ? device.getDeviceType()
+                            : device.getDeviceType() + device.getDeviceId();
             return this;
         }
 

@@ -24,7 +24,9 @@ import java.util.List;
  * </pre>
  *
  * <p>Arguments: {@code --suite <class>} (default {@link StandardSuite}), {@code --from <index>}
- * (the first case to run, after a crash of an earlier child), {@code --engine <name>}.
+ * (the first case to run, after a crash of an earlier child), {@code --engine <name>}, {@code
+ * --device <name>} (a name {@link Device#fromName(String)} reads, such as {@code cpu} or {@code
+ * gpu0}; default: the engine's default device).
  */
 final class PlatformChild {
 
@@ -45,6 +47,7 @@ final class PlatformChild {
         String suiteName = StandardSuite.class.getName();
         int from = 0;
         String engineName = null;
+        String deviceName = null;
         for (int i = 0; i + 1 < args.length; i += 2) {
             switch (args[i]) {
                 case "--suite":
@@ -55,6 +58,9 @@ final class PlatformChild {
                     break;
                 case "--engine":
                     engineName = args[i + 1];
+                    break;
+                case "--device":
+                    deviceName = args[i + 1];
                     break;
                 default:
                     line(out, "ABORT", "unknown argument " + args[i]);
@@ -74,7 +80,8 @@ final class PlatformChild {
         try {
             Engine engine =
                     engineName == null ? Engine.getInstance() : Engine.getEngine(engineName);
-            Device device = engine.defaultDevice();
+            Device device =
+                    deviceName == null ? engine.defaultDevice() : Device.fromName(deviceName);
             try (NDManager manager = engine.newBaseManager(device)) {
                 AmpBackend backend = AmpBackends.forManager(manager);
                 line(

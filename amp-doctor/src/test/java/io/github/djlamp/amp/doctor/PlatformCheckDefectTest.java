@@ -1,9 +1,12 @@
 package io.github.djlamp.amp.doctor;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeFalse;
 
+import ai.djl.Device;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -22,11 +25,13 @@ import org.junit.jupiter.api.Test;
  * reported wrong with its finding; a JVM killed by a case is reported as a crash of that case, with
  * its signal and the problematic frame of the JVM's error file, and a new child runs the cases
  * after it; the re-run with the cure runs and says honestly that it did not cure a deliberate
- * crash, and says "verified here" where the cure removes the defect.
+ * crash, and says "verified here" where the cure removes the defect. The suites run on DJL's
+ * default device; the cure's tests run on the CPU, the cure's device, on a GPU machine too.
  */
 class PlatformCheckDefectTest {
 
     private static PlatformReport report;
+    private static final List<PlatformReport> CHECKED = new ArrayList<>();
     private static final Set<Path> ERROR_FOLDERS = new TreeSet<>();
 
     @BeforeAll
@@ -36,8 +41,11 @@ class PlatformCheckDefectTest {
 
     @AfterAll
     static void deleteTheJvmErrorFiles() throws IOException {
-        List<PlatformCase> all = new ArrayList<>(report.getCases());
-        all.addAll(report.getCureCases());
+        List<PlatformCase> all = new ArrayList<>();
+        for (PlatformReport checked : CHECKED) {
+            all.addAll(checked.getCases());
+            all.addAll(checked.getCureCases());
+        }
         for (PlatformCase c : all) {
             errorFile(c.getDetail());
         }
@@ -55,12 +63,22 @@ class PlatformCheckDefectTest {
     }
 
     private static PlatformReport check(Class<? extends PlatformSuite> suite) {
-        return PlatformCheck.builder()
-                .suite(suite)
-                .environment(PlatformCheck.CURE_VARIABLE, null)
-                .optTimeout(Duration.ofMinutes(2))
-                .build()
-                .check();
+        return check(suite, null);
+    }
+
+    /** The check of a suite on {@code device}, or on DJL's default device when it is null. */
+    private static PlatformReport check(Class<? extends PlatformSuite> suite, Device device) {
+        PlatformCheck.Builder builder =
+                PlatformCheck.builder()
+                        .suite(suite)
+                        .environment(PlatformCheck.CURE_VARIABLE, null)
+                        .optTimeout(Duration.ofMinutes(2));
+        if (device != null) {
+            builder.device(device);
+        }
+        PlatformReport checked = builder.build().check();
+        CHECKED.add(checked);
+        return checked;
     }
 
     /** The JVM error file a crash's detail names, remembered for deletion; or null. */
@@ -137,32 +155,33 @@ class PlatformCheckDefectTest {
     }
 
     /**
-     * Whether the child JVMs compute on the CPU, where the oneDNN cure applies; on a GPU machine
-     * DJL's default device is gpu(0) and the right outcome is that the cure does not apply.
+     * The cure's tests run on the CPU, whatever DJL's default device is: ONEDNN_MAX_CPU_ISA=AVX2 is
+     * a cure for oneDNN, the CPU's kernels. On a CPU machine the suite's report above already ran
+     * there.
      */
-    private static boolean childrenComputeOnTheCpu(PlatformReport report) {
-        if (report.getDevice().startsWith("cpu")) {
-            return true;
+    private static PlatformReport onTheCpu(Class<? extends PlatformSuite> suite) {
+        if (suite == DefectSuite.class && isCpu(report)) {
+            return report;
         }
-        assertEquals(PlatformReport.Cure.NOT_APPLICABLE, report.getCure(), report.toString());
-        assertTrue(
-                report.toString().contains("does not apply to " + report.getDevice()),
-                report.toString());
-        return false;
+        PlatformReport onCpu = check(suite, Device.cpu());
+        assertEquals("cpu()", onCpu.getDevice(), onCpu.toDetailedString());
+        return onCpu;
+    }
+
+    private static boolean isCpu(PlatformReport report) {
+        return report.getDevice().startsWith("cpu");
     }
 
     @Test
     void theCureIsTriedAndDoesNotCureADeliberateCrash() {
-        if (!childrenComputeOnTheCpu(report)) {
-            return;
-        }
-        assertEquals(PlatformReport.Cure.DID_NOT_CURE, report.getCure(), report.toDetailedString());
-        List<PlatformCase> cured = report.getCureCases();
-        assertEquals(5, cured.size(), report.toDetailedString());
+        PlatformReport onCpu = onTheCpu(DefectSuite.class);
+        assertEquals(PlatformReport.Cure.DID_NOT_CURE, onCpu.getCure(), onCpu.toDetailedString());
+        List<PlatformCase> cured = onCpu.getCureCases();
+        assertEquals(5, cured.size(), onCpu.toDetailedString());
         assertEquals(PlatformCase.Status.CRASHED, find(cured, DefectSuite.SIGFPE).getStatus());
         assertEquals(PlatformCase.Status.CRASHED, find(cured, DefectSuite.ABORT).getStatus());
         assertEquals(PlatformCase.Status.WRONG, find(cured, DefectSuite.WRONG).getStatus());
-        String text = report.toString();
+        String text = onCpu.toString();
         assertTrue(
                 text.contains(PlatformCheck.CURE + " in the environment did not cure it."), text);
         assertTrue(text.contains("3 cases still not right: it did not cure this platform."), text);
@@ -174,10 +193,7 @@ class PlatformCheckDefectTest {
 
     @Test
     void aCureThatRemovesTheDefectIsVerifiedHere() {
-        PlatformReport curable = check(CurableSuite.class);
-        if (!childrenComputeOnTheCpu(curable)) {
-            return;
-        }
+        PlatformReport curable = onTheCpu(CurableSuite.class);
         String text = curable.toString();
         assertEquals(PlatformReport.Verdict.DEFECTS_FOUND, curable.getVerdict(), text);
         assertEquals(
@@ -198,5 +214,38 @@ class PlatformCheckDefectTest {
                         "Check again: ONEDNN_MAX_CPU_ISA=AVX2 " + PlatformCheck.RECHECK_COMMAND),
                 text);
         assertNotNull(curable.advice());
+    }
+
+    @Test
+    void theChildrenComputeOnTheDeviceTheCheckIsGiven() {
+        // a device no machine here has: the child names it before its first case
+        PlatformReport elsewhere = check(CurableSuite.class, Device.gpu(99));
+        assertEquals("gpu(99)", elsewhere.getDevice(), elsewhere.toDetailedString());
+        assertEquals(PlatformReport.Cure.NOT_APPLICABLE, elsewhere.getCure());
+    }
+
+    /** On a GPU the CPU's cure is not tried, and the advice is the GPU's. */
+    @Test
+    void onAGpuTheCpuCureDoesNotApply() {
+        assumeFalse(
+                isCpu(report),
+                "the children compute on "
+                        + report.getDevice()
+                        + ", DJL's default device: a GPU is needed to see the CPU cure not apply");
+        assertEquals(PlatformReport.Verdict.DEFECTS_FOUND, report.getVerdict());
+        assertEquals(PlatformReport.Cure.NOT_APPLICABLE, report.getCure(), report.toString());
+        assertTrue(report.getCureCases().isEmpty(), report.toDetailedString());
+        String text = report.toString();
+        assertTrue(
+                text.contains(
+                        "The CPU cure "
+                                + PlatformCheck.CURE
+                                + " does not apply to "
+                                + report.getDevice()
+                                + "."),
+                text);
+        String advice = String.join("\n", report.advice());
+        assertTrue(advice.contains("update the GPU driver and CUDA libraries"), advice);
+        assertFalse(advice.contains("export " + PlatformCheck.CURE_VARIABLE), advice);
     }
 }

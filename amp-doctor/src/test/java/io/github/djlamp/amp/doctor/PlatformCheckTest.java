@@ -35,9 +35,15 @@ class PlatformCheckTest {
             System.out.println("PLATFORM DEFECT found by the platform check:\n" + all);
             assertEquals(1, report.exitCode(), all);
             assertFalse(report.getDefects().isEmpty(), all);
-            assertNotEquals(PlatformReport.Cure.NOT_NEEDED, report.getCure(), all);
-            assertTrue(
-                    String.join("\n", report.advice()).contains(PlatformCheck.CURE_VARIABLE), all);
+            String advice = String.join("\n", report.advice());
+            if (report.getDevice().startsWith("cpu")) {
+                assertNotEquals(PlatformReport.Cure.NOT_NEEDED, report.getCure(), all);
+                assertTrue(advice.contains(PlatformCheck.CURE_VARIABLE), all);
+            } else {
+                // oneDNN's cure is the CPU's: a GPU's defects get the GPU's advice
+                assertEquals(PlatformReport.Cure.NOT_APPLICABLE, report.getCure(), all);
+                assertTrue(advice.contains("update the GPU driver and CUDA libraries"), all);
+            }
             return;
         }
         assertEquals(PlatformReport.Verdict.SOUND, report.getVerdict(), all);
@@ -75,6 +81,26 @@ class PlatformCheckTest {
         assertTrue(line.contains("All " + planned.size() + " cases"), line);
         assertTrue(line.contains("fp32, bf16, fp16"), line);
         assertTrue(line.contains("in a child JVM (pid " + child + ","), line);
+    }
+
+    @Test
+    void theChildComputesOnTheDeviceItIsGivenAndRefusesANameDjlCannotRead() {
+        ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+        PrintStream out = new PrintStream(bytes, true, StandardCharsets.UTF_8);
+        String suite = CurableSuite.class.getName();
+        assertEquals(0, PlatformChild.run(new String[] {"--suite", suite, "--device", "cpu"}, out));
+        String lines = bytes.toString(StandardCharsets.UTF_8);
+        assertTrue(lines.contains(PlatformChild.PREFIX + " START cpu PyTorch "), lines);
+        assertTrue(lines.contains(" cpu()\n"), lines);
+
+        bytes.reset();
+        // DJL's Device.toString() form, which Device.fromName does not read
+        assertEquals(
+                3, PlatformChild.run(new String[] {"--suite", suite, "--device", "cpu()"}, out));
+        lines = bytes.toString(StandardCharsets.UTF_8);
+        assertTrue(lines.contains(PlatformChild.PREFIX + " ABORT "), lines);
+        assertTrue(lines.contains("cpu()"), lines);
+        assertFalse(lines.contains(" START "), lines);
     }
 
     @Test

@@ -66,7 +66,8 @@ class FusedOptimizerOptionTest {
 
     @Test
     void autoKeepsDjlsUpdateOnTheCpu() {
-        // on the CPU whatever DJL's default device is (gpu(0) on a GPU machine): AUTO's CPU half
+        // the model and the trainer on the CPU, whatever DJL's default device is (gpu(0) on a GPU
+        // machine): this is AUTO's CPU half
         Run run = train(FusedOptimizer.AUTO, Device.cpu());
         assertFalse(run.fused, "a host read costs nothing on the CPU: DJL's exact update");
         assertFalse(run.stateOnDevice);
@@ -85,10 +86,13 @@ class FusedOptimizerOptionTest {
         return train(setting, null);
     }
 
-    /** Trains on {@code device}, or on DJL's default device when it is null. */
+    /** Trains a model made on {@code device}, or on DJL's default device when it is null. */
     private static Run train(FusedOptimizer setting, Device device) {
         Engine.getInstance().setRandomSeed(5);
-        try (Model model = Model.newInstance("fused-option", "PyTorch")) {
+        try (Model model =
+                device == null
+                        ? Model.newInstance("fused-option", "PyTorch")
+                        : Model.newInstance("fused-option", device, "PyTorch")) {
             MixedPrecisionBlock block = Amp.wrap(new RealProgramsRig.Mlp().block, "mixed_float16");
             model.setBlock(block);
             AmpTrainingConfig config =

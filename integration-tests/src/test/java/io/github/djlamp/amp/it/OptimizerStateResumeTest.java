@@ -24,6 +24,7 @@ import io.github.djlamp.amp.train.AmpTrainingConfig;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.function.Supplier;
 import org.junit.jupiter.api.Test;
@@ -97,10 +98,12 @@ class OptimizerStateResumeTest {
             Engine.getInstance().setRandomSeed(5);
             ToyTask task = new ToyTask(data);
             for (Supplier<Optimizer> optimizer : OPTIMIZERS) {
+                int index = OPTIMIZERS.indexOf(optimizer);
                 for (FusedOptimizer from :
                         new FusedOptimizer[] {FusedOptimizer.ON, FusedOptimizer.OFF}) {
                     FusedOptimizer to =
                             from == FusedOptimizer.ON ? FusedOptimizer.OFF : FusedOptimizer.ON;
+                    String what = "optimizer " + index + " saved " + from + ", resumed " + to;
                     Map<String, Snapshots.Bits> straight =
                             run(task, optimizer.get(), to, null, 0, STEPS, null);
                     // the two paths' own difference over the run: float rounding on the CPU,
@@ -108,12 +111,23 @@ class OptimizerStateResumeTest {
                     Map<String, Snapshots.Bits> otherPath =
                             run(task, optimizer.get(), from, null, 0, STEPS, null);
                     Map<String, Snapshots.Bits> resumed =
-                            savedAndResumed(task, optimizer, from, to);
-                    assertClose(
-                            straight,
-                            resumed,
-                            otherPath,
-                            "optimizer " + OPTIMIZERS.indexOf(optimizer));
+                            savedAndResumed(task, optimizer, from, to, true);
+                    Excess resumedExcess = worstExcess(straight, resumed, otherPath, what);
+                    System.out.println("resumed: " + resumedExcess);
+                    assertTrue(resumedExcess.ratio() <= 1, resumedExcess.toString());
+                    if (index == 0) {
+                        // plain SGD keeps no state: there is nothing to lose in the transfer
+                        continue;
+                    }
+                    // the bound still catches a transfer that loses the state: a resume from the
+                    // same weights with a fresh optimizer and scaler ends far outside it (on the
+                    // CPU, 2026-11-26: resumes within 0.17 of the bound, lost states 3e3 to 2e4
+                    // times it)
+                    Map<String, Snapshots.Bits> stateLost =
+                            savedAndResumed(task, optimizer, from, to, false);
+                    Excess lost = worstExcess(straight, stateLost, otherPath, what);
+                    System.out.println("state lost: " + lost);
+                    assertTrue(lost.ratio() > 10, "the state lost, and only " + lost);
                 }
             }
         }
@@ -180,20 +194,47 @@ class OptimizerStateResumeTest {
             FusedOptimizer saving,
             FusedOptimizer resuming)
             throws IOException, ai.djl.MalformedModelException {
-        Path saved = dir.resolve(saving + "-" + resuming + "-" + OPTIMIZERS.indexOf(optimizer));
-        run(task, optimizer.get(), saving, null, 0, SAVED_AFTER, saved);
-        return run(task, optimizer.get(), resuming, saved, SAVED_AFTER, STEPS, null);
+        return savedAndResumed(task, optimizer, saving, resuming, true);
     }
 
     /**
-     * Trains steps [from, to) of the toy task; loads the model and optimizer state from {@code
-     * load} first, saves both to {@code save} at the end.
+     * Trains until the save on one path, then resumes from the files on another; without {@code
+     * withState}, from the model file only: a fresh optimizer and loss scaler.
+     */
+    private Map<String, Snapshots.Bits> savedAndResumed(
+            ToyTask task,
+            Supplier<Optimizer> optimizer,
+            FusedOptimizer saving,
+            FusedOptimizer resuming,
+            boolean withState)
+            throws IOException, ai.djl.MalformedModelException {
+        Path saved = dir.resolve(saving + "-" + resuming + "-" + OPTIMIZERS.indexOf(optimizer));
+        run(task, optimizer.get(), saving, null, 0, SAVED_AFTER, saved);
+        return run(task, optimizer.get(), resuming, saved, withState, SAVED_AFTER, STEPS, null);
+    }
+
+    private static Map<String, Snapshots.Bits> run(
+            ToyTask task,
+            Optimizer optimizer,
+            FusedOptimizer path,
+            Path load,
+            int from,
+            int to,
+            Path save)
+            throws IOException, ai.djl.MalformedModelException {
+        return run(task, optimizer, path, load, true, from, to, save);
+    }
+
+    /**
+     * Trains steps [from, to) of the toy task; loads the model and, with {@code loadState}, the
+     * optimizer state from {@code load} first, saves both to {@code save} at the end.
      */
     private static Map<String, Snapshots.Bits> run(
             ToyTask task,
             Optimizer optimizer,
             FusedOptimizer path,
             Path load,
+            boolean loadState,
             int from,
             int to,
             Path save)
@@ -206,7 +247,7 @@ class OptimizerStateResumeTest {
                 AmpSession amp = AmpSession.of(trainer);
                 if (load == null) {
                     trainer.initialize(new Shape(ToyTask.BATCH, ToyTask.FEATURES));
-                } else {
+                } else if (loadState) {
                     amp.loadOptimizerState(optimizerFile(load));
                 }
                 Map<String, Snapshots.Bits> before = Snapshots.weights(model.getBlock());
@@ -242,17 +283,28 @@ class OptimizerStateResumeTest {
                 AmpOptions.builder().lossScaling(SCALING).fusedOptimizer(path).build());
     }
 
+    /** The worst ratio of a distance to its bound, and where it is. */
+    private record Excess(double ratio, String where) {
+        @Override
+        public String toString() {
+            return String.format(Locale.ROOT, "%.3g times the bound at %s", ratio, where);
+        }
+    }
+
     /**
-     * Within 1e-5 (relative above 1) plus twice the largest difference between the two paths'
-     * straight runs in that parameter: a state lost in the transfer moves weights by about the
-     * learning rate (1e-2), far outside.
+     * The worst ratio of {@code actual}'s distance from {@code expected} to its bound: 1e-5
+     * (relative above 1) plus twice the largest difference between the two paths' straight runs
+     * ({@code expected} and {@code otherPath}) in that parameter. On the CPU the paths differ by
+     * float rounding at most; on a GPU the fused step is PyTorch's CUDA kernel, whose rounding
+     * differs from DJL's update and grows over the steps. Above 1, some value is outside.
      */
-    private static void assertClose(
+    private static Excess worstExcess(
             Map<String, Snapshots.Bits> expected,
             Map<String, Snapshots.Bits> actual,
             Map<String, Snapshots.Bits> otherPath,
             String what) {
         assertEquals(expected.keySet(), actual.keySet());
+        Excess worst = new Excess(0, what + ": every value equal");
         for (String name : expected.keySet()) {
             int[] want = expected.get(name).bits;
             int[] got = actual.get(name).bits;
@@ -268,19 +320,27 @@ class OptimizerStateResumeTest {
             }
             for (int i = 0; i < want.length; i++) {
                 float w = Float.intBitsToFloat(want[i]);
-                assertEquals(
-                        w,
-                        Float.intBitsToFloat(got[i]),
-                        1e-5f * Math.max(1f, Math.abs(w)) + 2 * pathDifference,
-                        what
-                                + " "
-                                + name
-                                + "["
-                                + i
-                                + "] (the paths differ by "
-                                + pathDifference
-                                + ")");
+                float g = Float.intBitsToFloat(got[i]);
+                double bound = 1e-5 * Math.max(1f, Math.abs(w)) + 2.0 * pathDifference;
+                double excess = Float.isNaN(g) ? Double.POSITIVE_INFINITY : Math.abs(g - w) / bound;
+                if (excess > worst.ratio()) {
+                    worst =
+                            new Excess(
+                                    excess,
+                                    String.format(
+                                            Locale.ROOT,
+                                            "%s %s[%d]: expected %s, was %s, bound %.3g (the paths"
+                                                    + " differ by up to %.3g there)",
+                                            what,
+                                            name,
+                                            i,
+                                            w,
+                                            g,
+                                            bound,
+                                            pathDifference));
+                }
             }
         }
+        return worst;
     }
 }
