@@ -64,7 +64,9 @@ final class Comparison {
             Precision precision,
             AmpBackend backend) {
         NDArray error = actual.sub(expected).abs();
-        NDArray tolerance = sums.mul(bound.relative()).add(bound.absolute());
+        double largest = backend.readFloat(sums.max());
+        NDArray tolerance =
+                sums.mul(bound.relative()).add(bound.absolute() + bound.normwise() * largest);
         // a reference beyond fp16's range is a range problem, which loss scaling handles, not a
         // kernel defect; a NaN reference (non-finite input) proves nothing either way
         double limit = precision == Precision.FP16 ? FP16_MAX : Float.MAX_VALUE;
