@@ -26,7 +26,7 @@ def memory_tables(path):
             rows.setdefault((r["batch"], r["variant"]), []).append(None)
             continue
         rows.setdefault((r["batch"], r["variant"]), []).append(r)
-    out = ["#### Step memory: %s\n" % run["description"], ""]
+    out = ["#### Step memory: %s" % run["description"], ""]
     out.append("Each configuration a fresh JVM (%s), measured %d times, alternating; step memory ="
                " peak resident size of the second step (VmHWM reset before it) minus the resident"
                " size with the model ready. First-step peak: the whole process over the first step"
@@ -73,7 +73,7 @@ def memory_tables(path):
 def throughput_tables(files):
     runs = [json.load(open(f)) for f in files]
     first = runs[0]
-    out = ["#### Step time: %s, batch %d, %d intra-op thread(s)\n"
+    out = ["#### Step time: %s, batch %d, %d intra-op thread(s)"
            % (first["description"], first["batch"], first["threads"]), ""]
     out.append("%d JVMs; in each, the variants alternate step by step after %d warm-up step(s)."
                " Median over every timed step; per-JVM medians in brackets; ratio = median of the"
