@@ -48,6 +48,10 @@ if $checkpointing; then
     }
     variants="djl-amp-bf16,djl-amp-bf16-ckpt-stages,djl-amp-bf16-ckpt-auto"
     started="$(date -u '+%Y-%m-%d %H:%M UTC')"
+    revision="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    if ! git diff --quiet HEAD -- . ':!bench/RESULTS.md' 2>/dev/null; then
+        revision="$revision with uncommitted changes"
+    fi
     load_start="$(cut -d' ' -f1-3 /proc/loadavg)"
     echo "== ResNetV1-50 step memory and the largest batch under a 512 MiB step-memory cap"
     ckpt memory --network resnet50 --batches 32,64 --variants "$variants" --repeat 2 \
@@ -70,7 +74,7 @@ if $checkpointing; then
     {
         echo "Command: \`$command_line\` (THREADS=$threads), started $started, ended $(date -u '+%Y-%m-%d %H:%M UTC')."
         echo "Machine: $(nproc) cores (nproc), $(lscpu | sed -n 's/^Model name: *//p' | head -n1), $(free -g | awk '/^Mem:/ {print $2}') GiB RAM;"
-        echo "code at $(git rev-parse --short HEAD 2>/dev/null || echo unknown); load average at the start $load_start, at the end $(cut -d' ' -f1-3 /proc/loadavg)."
+        echo "code at $revision; load average at the start $load_start, at the end $(cut -d' ' -f1-3 /proc/loadavg)."
         echo
         "$python" bench/train/ckpt_summary.py --dir "$out"
     } > "$results"
