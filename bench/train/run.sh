@@ -6,6 +6,10 @@
 #   bench/train/run.sh           the full run; rewrites bench/RESULTS.md
 #   bench/train/run.sh --quick   a few steps of everything, to check the harness (about 4 minutes);
 #                                writes bench/train/target/RESULTS-train-quick.md instead
+#   bench/train/run.sh --checkpointing   activation checkpointing only (about 20 minutes on 2 cores):
+#                                djl-amp bf16 with and without Checkpointing.stages()/auto() on
+#                                ResNetV1-50 and a transformer; prints the tables and writes them to
+#                                bench/train/target/RESULTS-checkpointing.md (RESULTS.md is not touched)
 #
 # Environment: THREADS (intra-op threads of both frameworks, default nproc), PYTHON (default
 # /usr/bin/python3, Debian's interpreter, where `apt-get install python3-torch` puts PyTorch).
@@ -15,15 +19,68 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
 command_line="bench/train/run.sh${*:+ $*}"
 quick=false
+checkpointing=false
 for arg in "$@"; do
     case "$arg" in
         --quick) quick=true ;;
-        *) echo "unknown argument: $arg (use --quick or nothing)" >&2; exit 2 ;;
+        --checkpointing) checkpointing=true ;;
+        *) echo "unknown argument: $arg (use --quick, --checkpointing or nothing)" >&2; exit 2 ;;
     esac
 done
 
 python="${PYTHON:-/usr/bin/python3}"
 threads="${THREADS:-$(nproc)}"
+if $checkpointing; then
+    # One intra-op thread: on a shared 2-core machine two spinning OpenMP threads per JVM turn other
+    # processes' load into step times several times longer; one thread degrades gracefully.
+    threads="${THREADS:-1}"
+    mvn -B -ntp -q -pl bench/train -am package -DskipTests
+    classpath="bench/train/target/classes:$(cat bench/train/target/bench-train-classpath.txt)"
+    out="bench/train/target/results-checkpointing"
+    rm -rf "$out"
+    mkdir -p "$out"
+    # glibc returns every freed tensor to the system, so the resident size follows the live tensors
+    export MALLOC_MMAP_THRESHOLD_=131072
+    ckpt() {
+        java -Dai.djl.offline=true -Dai.djl.pytorch.num_threads="$threads" \
+            -Dorg.slf4j.simpleLogger.defaultLogLevel=warn \
+            -cp "$classpath" io.github.djlamp.bench.train.TrainBench "$@"
+    }
+    variants="djl-amp-bf16,djl-amp-bf16-ckpt-stages,djl-amp-bf16-ckpt-auto"
+    started="$(date -u '+%Y-%m-%d %H:%M UTC')"
+    revision="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    if ! git diff --quiet HEAD -- . ':!bench/RESULTS.md' 2>/dev/null; then
+        revision="$revision with uncommitted changes"
+    fi
+    load_start="$(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "== ResNetV1-50 step memory and the largest batch under a 512 MiB step-memory cap"
+    ckpt memory --network resnet50 --batches 32,64 --variants "$variants" --repeat 2 \
+        --cap-mib 512 --cap-on step --granularity 4 \
+        --cap-variants djl-amp-bf16,djl-amp-bf16-ckpt-stages --out "$out/memory-resnet50.json"
+    echo "== transformer step memory"
+    ckpt memory --network transformer --batches 16,32 --variants "$variants" --repeat 2 \
+        --cap-mib 0 --out "$out/memory-transformer.json"
+    for r in 1 2 3; do
+        echo "== ResNetV1-50 step time, JVM $r/3"
+        ckpt throughput --network resnet50 --batch 32 --warmup 1 --steps 3 \
+            --variants "$variants" --out "$out/throughput-resnet50-r$r.json"
+    done
+    for r in 1 2; do
+        echo "== transformer step time, JVM $r/2"
+        ckpt throughput --network transformer --batch 32 --warmup 1 --steps 3 \
+            --variants "$variants" --out "$out/throughput-transformer-r$r.json"
+    done
+    results="bench/train/target/RESULTS-checkpointing.md"
+    {
+        echo "Command: \`$command_line\` (THREADS=$threads), started $started, ended $(date -u '+%Y-%m-%d %H:%M UTC')."
+        echo "Machine: $(nproc) cores (nproc), $(lscpu | sed -n 's/^Model name: *//p' | head -n1), $(free -g | awk '/^Mem:/ {print $2}') GiB RAM;"
+        echo "code at $revision; load average at the start $load_start, at the end $(cut -d' ' -f1-3 /proc/loadavg)."
+        echo
+        "$python" bench/train/ckpt_summary.py --dir "$out"
+    } > "$results"
+    cat "$results"
+    exit 0
+fi
 if ! "$python" -c 'import torch' 2>/dev/null; then
     echo "Installing Debian's python3-torch (PyTorch for $python)..." >&2
     sudo=""

@@ -13,7 +13,10 @@ import ai.djl.util.Pair;
 import ai.djl.util.PairList;
 import io.github.djlamp.amp.spi.AmpBackend;
 import java.util.ArrayList;
+import java.util.Collections;
+import java.util.IdentityHashMap;
 import java.util.List;
+import java.util.Set;
 
 /**
  * A run of consecutive stages of a shadow SequentialBlock that a training forward pass runs without
@@ -66,8 +69,23 @@ final class CheckpointedSegment extends AbstractBlock {
         }
         NDList outputs;
         backend.setRecording(false);
-        try {
-            outputs = run(casting.uncached(), inputs, training, params);
+        // Results land on their first input's manager: with the inputs lent to a scope, whatever
+        // the
+        // stages make and do not return goes with it, also inside blocks with their own forward
+        // (a TransformerEncoderBlock), whose arrays the shadow tree cannot release one by one.
+        NDManager home = inputs.head().getManager();
+        Set<NDArray> given = Collections.newSetFromMap(new IdentityHashMap<>());
+        given.addAll(inputs);
+        try (NDManager scope = home.newSubManager()) {
+            for (NDArray input : inputs) {
+                input.tempAttach(scope);
+            }
+            outputs = run(casting.uncached(scope), inputs, training, params);
+            for (NDArray output : outputs) {
+                if (!given.contains(output)) {
+                    output.attach(home);
+                }
+            }
         } finally {
             backend.setRecording(true);
         }

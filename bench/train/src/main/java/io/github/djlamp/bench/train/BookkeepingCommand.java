@@ -29,7 +29,10 @@ import picocli.CommandLine.Option;
         description = "Times each part of djl-amp's per-step bookkeeping (fp32 compute).")
 final class BookkeepingCommand implements Callable<Integer> {
 
-    @Option(names = "--network", defaultValue = "resnet18", description = "resnet18 or resnet50")
+    @Option(
+            names = "--network",
+            defaultValue = "resnet18",
+            description = "resnet18, resnet50, resnet50-224 or transformer")
     String network;
 
     @Option(names = "--batch", defaultValue = "64", description = "Batch size.")

@@ -27,7 +27,10 @@ import picocli.CommandLine.Option;
         description = "Step memory per batch size and variant, and the largest batch under a cap.")
 final class MemoryCommand implements Callable<Integer> {
 
-    @Option(names = "--network", defaultValue = "resnet18", description = "resnet18 or resnet50")
+    @Option(
+            names = "--network",
+            defaultValue = "resnet18",
+            description = "resnet18, resnet50, resnet50-224 or transformer")
     String network;
 
     @Option(names = "--batches", defaultValue = "64,128,256", description = "Batch sizes.")
@@ -50,6 +53,15 @@ final class MemoryCommand implements Callable<Integer> {
             defaultValue = "2048",
             description = "The memory cap (process peak RSS, MiB); 0 skips the search.")
     long capMib;
+
+    @Option(
+            names = "--cap-on",
+            defaultValue = "process",
+            description =
+                    "What the cap bounds: process (the whole process's peak over the warm-up and"
+                            + " the measured step) or step (the measured step's peak minus the"
+                            + " resident size with the model ready: the step's own memory).")
+    String capOn;
 
     @Option(
             names = "--cap-variants",
@@ -80,6 +92,9 @@ final class MemoryCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws Exception {
+        if (!capOn.equals("process") && !capOn.equals("step")) {
+            throw new IllegalArgumentException("--cap-on is process or step, got '" + capOn + "'");
+        }
         Network net = Network.of(network);
         List<Variant> list = Variant.listOf(variants);
         String loadBefore = Load.averages();
@@ -104,6 +119,7 @@ final class MemoryCommand implements Callable<Integer> {
         json.addProperty("description", net.describe());
         json.addProperty("childJvmOptions", String.join(" ", childJvmOptions));
         json.addProperty("capMib", capMib);
+        json.addProperty("capOn", capOn);
         json.addProperty("granularity", granularity);
         json.addProperty("repeat", repeat);
         json.addProperty("loadBefore", loadBefore);
@@ -131,7 +147,9 @@ final class MemoryCommand implements Callable<Integer> {
             JsonObject row = table.get(i).getAsJsonObject();
             if (row.get("variant").getAsString().equals(v.key())) {
                 measured.merge(
-                        row.get("batch").getAsInt(), fitsUnder(row, capKib), Boolean::logicalAnd);
+                        row.get("batch").getAsInt(),
+                        fitsUnder(row, capKib, capOn),
+                        Boolean::logicalAnd);
             }
         }
         int fits = 0;
@@ -145,7 +163,7 @@ final class MemoryCommand implements Callable<Integer> {
         }
         int next = fits > 0 ? fits * 2 : granularity;
         while (failsAt < 0 && next <= maxBatch) {
-            if (fitsUnder(probe(net, v, next), capKib)) {
+            if (fitsUnder(probe(net, v, next), capKib, capOn)) {
                 fits = next;
                 next *= 2;
             } else {
@@ -157,7 +175,7 @@ final class MemoryCommand implements Callable<Integer> {
             if (mid <= fits) {
                 mid = fits + granularity;
             }
-            if (fitsUnder(probe(net, v, mid), capKib)) {
+            if (fitsUnder(probe(net, v, mid), capKib, capOn)) {
                 fits = mid;
             } else {
                 failsAt = mid;
@@ -170,13 +188,21 @@ final class MemoryCommand implements Callable<Integer> {
         result.addProperty("firstFailing", failsAt);
         result.addProperty("searchCapped", failsAt < 0);
         System.out.printf(
-                "%s: largest batch under %d MiB: %d (fails at %d)%n",
-                v.key(), capMib, fits, failsAt);
+                "%s: largest batch under %d MiB (%s): %d (fails at %d)%n",
+                v.key(), capMib, capOn, fits, failsAt);
         return result;
     }
 
-    private static boolean fitsUnder(JsonObject probe, long capKib) {
-        return !probe.has("error") && probe.get("processPeakKib").getAsLong() <= capKib;
+    static boolean fitsUnder(JsonObject probe, long capKib, String capOn) {
+        if (probe.has("error")) {
+            return false;
+        }
+        long used =
+                capOn.equals("step")
+                        ? probe.get("stepPeakKib").getAsLong()
+                                - probe.get("readyRssKib").getAsLong()
+                        : probe.get("processPeakKib").getAsLong();
+        return used <= capKib;
     }
 
     private JsonObject probe(Network net, Variant v, int batch)

@@ -20,7 +20,10 @@ final class MemoryProbeCommand implements Callable<Integer> {
     /** The prefix of the line that carries the measurement. */
     static final String PREFIX = "RESULT ";
 
-    @Option(names = "--network", defaultValue = "resnet18", description = "resnet18 or resnet50")
+    @Option(
+            names = "--network",
+            defaultValue = "resnet18",
+            description = "resnet18, resnet50, resnet50-224 or transformer")
     String network;
 
     @Option(names = "--variant", required = true, description = "A variant key, e.g. djl-fp32.")

@@ -2,20 +2,39 @@ package io.github.djlamp.bench.train;
 
 import ai.djl.basicmodelzoo.cv.classification.ResNetV1;
 import ai.djl.ndarray.types.Shape;
+import ai.djl.nn.Activation;
 import ai.djl.nn.Block;
+import ai.djl.nn.Blocks;
+import ai.djl.nn.SequentialBlock;
+import ai.djl.nn.core.Linear;
+import ai.djl.nn.transformer.TransformerEncoderBlock;
 import java.util.Locale;
 
-/** The networks benchmarked: DJL's model-zoo ResNetV1 on 32x32 images with 10 classes. */
+/**
+ * The networks benchmarked, each with 10 classes: DJL's model-zoo ResNetV1 on 32x32 (or 224x224)
+ * images, and a stack of DJL's transformer encoder blocks on random sequences.
+ */
 public enum Network {
     /** ResNetV1 with 18 layers on 1x32x32 images. */
     RESNET18("resnet18", 18, new Shape(1, 32, 32)),
     /** ResNetV1 with 50 layers on 3x32x32 images. */
     RESNET50("resnet50", 50, new Shape(3, 32, 32)),
     /** ResNetV1 with 50 layers on 3x224x224 images (ImageNet's size; the GPU benchmark). */
-    RESNET50_224("resnet50-224", 50, new Shape(3, 224, 224));
+    RESNET50_224("resnet50-224", 50, new Shape(3, 224, 224)),
+    /**
+     * A SequentialBlock of a Linear projection of 64 features to width 256, 6 {@code
+     * TransformerEncoderBlock}s (4 heads, hidden size 1024, GELU, dropout 0: a dropping Dropout
+     * cannot be checkpointed), a flatten and a Linear classifier, on sequences of 64 steps of 64
+     * features.
+     */
+    TRANSFORMER("transformer", 6, new Shape(64, 64));
 
     /** The number of classes of every network. */
     public static final int CLASSES = 10;
+
+    private static final int WIDTH = 256;
+    private static final int HEADS = 4;
+    private static final int HIDDEN = 1024;
 
     private final String key;
     private final int layers;
@@ -42,6 +61,20 @@ public enum Network {
      * @return the description
      */
     public String describe() {
+        if (this == TRANSFORMER) {
+            return "Transformer encoder, "
+                    + layers
+                    + " blocks of width "
+                    + WIDTH
+                    + " ("
+                    + HEADS
+                    + " heads, hidden "
+                    + HIDDEN
+                    + "), sequences "
+                    + imageShape.get(0)
+                    + "x"
+                    + imageShape.get(1);
+        }
         return "ResNetV1-"
                 + layers
                 + ", "
@@ -58,6 +91,15 @@ public enum Network {
      * @return the network
      */
     public Block build() {
+        if (this == TRANSFORMER) {
+            SequentialBlock net = new SequentialBlock();
+            net.add(Linear.builder().setUnits(WIDTH).build());
+            for (int i = 0; i < layers; i++) {
+                net.add(new TransformerEncoderBlock(WIDTH, HEADS, HIDDEN, 0f, Activation::gelu));
+            }
+            return net.add(Blocks.batchFlattenBlock())
+                    .add(Linear.builder().setUnits(CLASSES).build());
+        }
         return ResNetV1.builder()
                 .setImageShape(imageShape)
                 .setNumLayers(layers)
@@ -66,13 +108,13 @@ public enum Network {
     }
 
     /**
-     * Returns the shape of a batch of input images.
+     * Returns the shape of a batch of inputs.
      *
      * @param batchSize the batch size
-     * @return (batch, channels, height, width)
+     * @return (batch, channels, height, width), or (batch, steps, features) for the transformer
      */
     public Shape inputShape(int batchSize) {
-        return new Shape(batchSize, imageShape.get(0), imageShape.get(1), imageShape.get(2));
+        return new Shape(batchSize).addAll(imageShape);
     }
 
     /**
@@ -89,6 +131,8 @@ public enum Network {
             }
         }
         throw new IllegalArgumentException(
-                "Unknown network '" + key + "'; use resnet18, resnet50 or resnet50-224");
+                "Unknown network '"
+                        + key
+                        + "'; use resnet18, resnet50, resnet50-224 or transformer");
     }
 }

@@ -25,7 +25,10 @@ import picocli.CommandLine.Option;
         description = "Step times of several variants of one network, alternating, in one JVM.")
 final class ThroughputCommand implements Callable<Integer> {
 
-    @Option(names = "--network", defaultValue = "resnet18", description = "resnet18 or resnet50")
+    @Option(
+            names = "--network",
+            defaultValue = "resnet18",
+            description = "resnet18, resnet50, resnet50-224 or transformer")
     String network;
 
     @Option(names = "--batch", defaultValue = "64", description = "Batch size.")

@@ -34,6 +34,45 @@ public enum Variant {
             return new MixedPrecisionBlock(block, PrecisionPolicy.named("mixed_bfloat16"));
         }
     },
+    /**
+     * djl-amp bf16 (channels-last) with {@code Checkpointing.stages()}: every child of the
+     * network's SequentialBlock (ResNet's stem layers and residual units, each encoder block) a
+     * segment, recomputed after backward.
+     */
+    AMP_BF16_CKPT_STAGES(
+            "djl-amp-bf16-ckpt-stages", "djl-amp bf16, channels-last, Checkpointing.stages()") {
+        @Override
+        Block wrap(Block block) {
+            return new MixedPrecisionBlock(block, PrecisionPolicy.named("mixed_bfloat16"));
+        }
+
+        @Override
+        TrainingConfig configure(TrainingConfig config, Block wrapped) {
+            return Amp.configure(
+                    config,
+                    wrapped,
+                    options(FusedOptimizer.OFF).checkpointing(Checkpointing.stages()).build());
+        }
+    },
+    /**
+     * djl-amp bf16 (channels-last) with {@code Checkpointing.auto()}: segments of about the square
+     * root of the number of stages.
+     */
+    AMP_BF16_CKPT_AUTO(
+            "djl-amp-bf16-ckpt-auto", "djl-amp bf16, channels-last, Checkpointing.auto()") {
+        @Override
+        Block wrap(Block block) {
+            return new MixedPrecisionBlock(block, PrecisionPolicy.named("mixed_bfloat16"));
+        }
+
+        @Override
+        TrainingConfig configure(TrainingConfig config, Block wrapped) {
+            return Amp.configure(
+                    config,
+                    wrapped,
+                    options(FusedOptimizer.OFF).checkpointing(Checkpointing.auto()).build());
+        }
+    },
     /** djl-amp, policy mixed_bfloat16, 16-bit activations in the layout DJL made them (NCHW). */
     AMP_BF16_NCHW("djl-amp-bf16-nchw", "djl-amp bf16, MemoryLayout.PRESERVE (NCHW)") {
         @Override

@@ -81,7 +81,7 @@ class TrainingRigTest {
         // ResNetV1 adds its in-unit ReLUs as anonymous lambdas (add(Activation::relu)); run in
         // fp32 they cost a cast and a layout change each way around every one (measured: 1.66x
         // instead of 3.45x over fp32). The default policy must keep them in bf16.
-        for (Network network : Network.values()) {
+        for (Network network : List.of(Network.RESNET18, Network.RESNET50, Network.RESNET50_224)) {
             MixedPrecisionBlock block =
                     (MixedPrecisionBlock) Variant.AMP_BF16.wrap(network.build());
             Map<String, CastCategory> categories =
@@ -97,6 +97,52 @@ class TrainingRigTest {
     }
 
     @Test
+    void checkpointingVariantsRecomputeEveryStageOrSqrtGroups() {
+        int stages = Network.RESNET18.build().getChildren().size();
+        int perAuto = (int) Math.round(Math.sqrt(stages));
+        int autoSegments = (stages + perAuto - 1) / perAuto;
+        assertTrue(autoSegments < stages, "auto must group stages: " + stages);
+        for (Variant v : List.of(Variant.AMP_BF16_CKPT_STAGES, Variant.AMP_BF16_CKPT_AUTO)) {
+            try (TrainingRig rig = TrainingRig.create(Network.RESNET18, v, 2)) {
+                for (int i = 0; i < STEPS; i++) {
+                    rig.step();
+                }
+                MixedPrecisionBlock block =
+                        (MixedPrecisionBlock) rig.getTrainer().getModel().getBlock();
+                int segments = v == Variant.AMP_BF16_CKPT_STAGES ? stages : autoSegments;
+                assertEquals(
+                        (long) STEPS * segments,
+                        block.getTrainingLink().getCheckpoints().getRecomputedSegments(),
+                        v.key());
+                assertSame(
+                        Precision.BF16,
+                        AmpSession.of(rig.getTrainer()).getPolicy().getComputePrecision());
+            }
+        }
+        try (TrainingRig rig = TrainingRig.create(Network.RESNET18, Variant.AMP_BF16, 2)) {
+            rig.step();
+            MixedPrecisionBlock block =
+                    (MixedPrecisionBlock) rig.getTrainer().getModel().getBlock();
+            assertEquals(0, block.getTrainingLink().getCheckpoints().getRecomputedSegments());
+        }
+    }
+
+    @Test
+    void transformerIsAChainOfEncoderBlocksThatTrainsCheckpointed() {
+        // the projection, six encoder blocks, the flatten and the classifier: nine stages
+        assertEquals(9, Network.TRANSFORMER.build().getChildren().size());
+        assertEquals(new Shape(2, 64, 64), Network.TRANSFORMER.inputShape(2));
+        try (TrainingRig rig =
+                TrainingRig.create(Network.TRANSFORMER, Variant.AMP_BF16_CKPT_STAGES, 2)) {
+            rig.step();
+            MixedPrecisionBlock block =
+                    (MixedPrecisionBlock) rig.getTrainer().getModel().getBlock();
+            assertEquals(9, block.getTrainingLink().getCheckpoints().getRecomputedSegments());
+            assertTrue(rig.parameterCount() > 4_000_000, "parameters: " + rig.parameterCount());
+        }
+    }
+
+    @Test
     void namesParse() {
         assertEquals(Network.RESNET50, Network.of("ResNet50"));
         assertEquals(
@@ -106,6 +152,10 @@ class TrainingRigTest {
                 List.of(Variant.AMP_FP16, Variant.AMP_FP16_NCHW),
                 Variant.listOf("djl-amp-fp16,djl-amp-fp16-nchw"));
         assertEquals(new Shape(2, 3, 224, 224), Network.of("resnet50-224").inputShape(2));
+        assertEquals(
+                List.of(Variant.AMP_BF16_CKPT_STAGES, Variant.AMP_BF16_CKPT_AUTO),
+                Variant.listOf("djl-amp-bf16-ckpt-stages,djl-amp-bf16-ckpt-auto"));
+        assertEquals(Network.TRANSFORMER, Network.of("transformer"));
         assertThrows(IllegalArgumentException.class, () -> Variant.of("fp16"));
         assertThrows(IllegalArgumentException.class, () -> Network.of("vgg"));
     }

@@ -1,0 +1,136 @@
+package io.github.djlamp.amp.it;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import ai.djl.Model;
+import ai.djl.engine.Engine;
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.Shape;
+import ai.djl.nn.Activation;
+import ai.djl.nn.Block;
+import ai.djl.nn.Blocks;
+import ai.djl.nn.Parameter;
+import ai.djl.nn.SequentialBlock;
+import ai.djl.nn.core.Linear;
+import ai.djl.nn.transformer.TransformerEncoderBlock;
+import ai.djl.training.DefaultTrainingConfig;
+import ai.djl.training.GradientCollector;
+import ai.djl.training.Trainer;
+import ai.djl.training.loss.Loss;
+import ai.djl.training.optimizer.Optimizer;
+import ai.djl.training.tracker.Tracker;
+import ai.djl.util.Pair;
+import io.github.djlamp.amp.Amp;
+import io.github.djlamp.amp.AmpOptions;
+import io.github.djlamp.amp.FusedOptimizer;
+import io.github.djlamp.amp.cast.MixedPrecisionBlock;
+import io.github.djlamp.amp.policy.Checkpointing;
+import io.github.djlamp.amp.train.AmpSession;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/**
+ * A checkpointed segment whose stage is a block with its own forward (DJL's {@code
+ * TransformerEncoderBlock}): its forward without recording keeps none of what it makes inside, and
+ * the step's gradients are the uncheckpointed step's (bitwise in bf16).
+ */
+class CheckpointedCustomBlockTest {
+
+    private static final int BATCH = 4;
+    private static final String ACTIVATIONS = "batch-sized arrays after the forward";
+
+    static Block network() {
+        return new SequentialBlock()
+                .add(Linear.builder().setUnits(16).build())
+                .add(new TransformerEncoderBlock(16, 2, 32, 0f, Activation::gelu))
+                .add(new TransformerEncoderBlock(16, 2, 32, 0f, Activation::gelu))
+                .add(Blocks.batchFlattenBlock())
+                .add(Linear.builder().setUnits(3).build());
+    }
+
+    static Map<String, float[]> oneStep(String policy, Checkpointing checkpointing) {
+        Engine.getInstance().setRandomSeed(5);
+        Map<String, float[]> result = new LinkedHashMap<>();
+        try (Model model = Model.newInstance("checkpointed-custom", "PyTorch")) {
+            MixedPrecisionBlock block = Amp.wrap(network(), policy);
+            model.setBlock(block);
+            AmpOptions options =
+                    AmpOptions.builder()
+                            .checkpointing(checkpointing)
+                            .fusedOptimizer(FusedOptimizer.OFF)
+                            .build();
+            DefaultTrainingConfig config =
+                    new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss())
+                            .optOptimizer(
+                                    Optimizer.sgd()
+                                            .setLearningRateTracker(Tracker.fixed(0.1f))
+                                            .build());
+            try (Trainer trainer = model.newTrainer(Amp.configure(config, block, options));
+                    NDManager batch = trainer.getManager().newSubManager()) {
+                trainer.initialize(new Shape(BATCH, 6, 8));
+                AmpSession amp = AmpSession.of(trainer);
+                NDArray x = batch.arange(BATCH * 6f * 8).reshape(BATCH, 6, 8).div(50f).sin();
+                NDArray y = batch.create(new float[] {0, 1, 2, 1});
+                int before = batchSized(batch);
+                try (GradientCollector collector = trainer.newGradientCollector()) {
+                    NDList out = trainer.forward(new NDList(x));
+                    result.put(ACTIVATIONS, new float[] {batchSized(batch) - before});
+                    collector.backward(trainer.getLoss().evaluate(new NDList(y), out));
+                }
+                amp.unscaleGradients();
+                for (Pair<String, Parameter> pair : block.getParameters()) {
+                    Parameter p = pair.getValue();
+                    if (p.requiresGradient()) {
+                        result.put(
+                                pair.getKey() + ".grad", p.getArray().getGradient().toFloatArray());
+                    }
+                }
+                amp.step();
+            }
+        }
+        return result;
+    }
+
+    private static int batchSized(NDManager manager) {
+        int count = 0;
+        for (NDArray a : manager.getManagedArrays()) {
+            Shape s = a.getShape();
+            if (!a.isReleased() && s.dimension() > 0 && s.get(0) == BATCH) {
+
+                count++;
+            }
+        }
+        return count;
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"float32", "mixed_bfloat16"})
+    void theSegmentKeepsOnlyItsInputsAndOutputsAndTheGradientsAreBitwise(String policy) {
+        Map<String, float[]> plain = oneStep(policy, Checkpointing.none());
+        Map<String, float[]> checkpointed = oneStep(policy, Checkpointing.stages());
+        float kept = checkpointed.remove(ACTIVATIONS)[0];
+        float keptPlain = plain.remove(ACTIVATIONS)[0];
+        assertEquals(plain.keySet(), checkpointed.keySet());
+        // bf16: bitwise. fp32: within 1e-5; its encoder gradients differ in the last bits with
+        // checkpointing also without the scope (seen: 0.03505055 vs 0.035049997), not explained yet
+        float delta = policy.equals("float32") ? 1e-5f : 0f;
+        for (String name : plain.keySet()) {
+            assertArrayEquals(plain.get(name), checkpointed.get(name), delta, policy + " " + name);
+        }
+        // per stage its output (a leaf), and the output's fp32 cast: an encoder block makes dozens
+        assertTrue(
+                kept <= 1 + network().getChildren().size(),
+                policy
+                        + ": "
+                        + kept
+                        + " batch-sized arrays left (without checkpointing "
+                        + keptPlain
+                        + ")");
+    }
+}
