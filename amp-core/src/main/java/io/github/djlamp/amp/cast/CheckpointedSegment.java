@@ -70,9 +70,8 @@ final class CheckpointedSegment extends AbstractBlock {
         NDList outputs;
         backend.setRecording(false);
         // Results land on their first input's manager: with the inputs lent to a scope, whatever
-        // the
-        // stages make and do not return goes with it, also inside blocks with their own forward
-        // (a TransformerEncoderBlock), whose arrays the shadow tree cannot release one by one.
+        // the stages make and do not return goes with it, also inside blocks with their own
+        // forward (a TransformerEncoderBlock), whose arrays the shadow tree cannot release.
         NDManager home = inputs.head().getManager();
         Set<NDArray> given = Collections.newSetFromMap(new IdentityHashMap<>());
         given.addAll(inputs);

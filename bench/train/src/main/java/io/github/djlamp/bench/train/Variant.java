@@ -100,43 +100,6 @@ public enum Variant {
         }
     },
     /**
-     * djl-amp bf16 with activation checkpointing of every top-level stage (each residual unit of
-     * ResNet is one): activations recomputed after backward instead of kept.
-     */
-    AMP_BF16_CKPT_STAGES(
-            "djl-amp-bf16-ckpt-stages",
-            "djl-amp bf16, checkpointing=stages, per-parameter optimizer update") {
-        @Override
-        Block wrap(Block block) {
-            return new MixedPrecisionBlock(block, PrecisionPolicy.named("mixed_bfloat16"));
-        }
-
-        @Override
-        TrainingConfig configure(TrainingConfig config, Block wrapped) {
-            return Amp.configure(
-                    config,
-                    wrapped,
-                    options(FusedOptimizer.OFF).checkpointing(Checkpointing.stages()).build());
-        }
-    },
-    /** djl-amp bf16 with segments of about the square root of the number of stages. */
-    AMP_BF16_CKPT_AUTO(
-            "djl-amp-bf16-ckpt-auto",
-            "djl-amp bf16, checkpointing=auto, per-parameter optimizer update") {
-        @Override
-        Block wrap(Block block) {
-            return new MixedPrecisionBlock(block, PrecisionPolicy.named("mixed_bfloat16"));
-        }
-
-        @Override
-        TrainingConfig configure(TrainingConfig config, Block wrapped) {
-            return Amp.configure(
-                    config,
-                    wrapped,
-                    options(FusedOptimizer.OFF).checkpointing(Checkpointing.auto()).build());
-        }
-    },
-    /**
      * djl-amp bf16 with PyTorch's fused optimizer kernels: one launch for all parameters instead of
      * DJL's per-parameter update (SGD, Adam and AdamW; others keep DJL's).
      */
