@@ -164,11 +164,6 @@ final class CastingParameterStore extends ParameterStore {
         return stepManager;
     }
 
-    /** Returns this store casting weights afresh onto its own step manager (see above). */
-    CastingParameterStore uncached() {
-        return uncached(stepManager);
-    }
-
     /** Casts floating inputs of a low-precision stage to the compute precision and layout. */
     NDList toLow(NDList arrays) {
         return castFloating(arrays, computePrecision, lowLayout);

@@ -44,6 +44,7 @@ final class CheckpointTape {
     private final List<Run> runs = new ArrayList<>();
     private final Set<NDArray> held = Collections.newSetFromMap(new IdentityHashMap<>());
     private final Set<NDArray> callers = Collections.newSetFromMap(new IdentityHashMap<>());
+    private volatile boolean holding;
     private long recomputed;
 
     /** Notes the arrays a training forward pass was given or returned: never closed here. */
@@ -88,14 +89,24 @@ final class CheckpointTape {
             }
         }
         runs.add(new Run(segment, store, inputs, needs, handedOn, leaves, params));
+        holding = true;
         held.addAll(inputs);
         held.addAll(handedOn);
         return handedOn;
     }
 
-    /** Whether a recomputation still needs {@code array}: the intermediate release keeps it. */
-    synchronized boolean holds(NDArray array) {
-        return !runs.isEmpty() && held.contains(array);
+    /**
+     * Whether a recomputation still needs {@code array}: the intermediate release keeps it. Asked
+     * for every array every forward pass releases, checkpointing or not, so an empty tape answers
+     * without taking the lock.
+     */
+    boolean holds(NDArray array) {
+        if (!holding) {
+            return false;
+        }
+        synchronized (this) {
+            return held.contains(array);
+        }
     }
 
     /** Whether forward passes left segments to recompute. */
@@ -129,6 +140,7 @@ final class CheckpointTape {
             }
         } finally {
             runs.clear();
+            holding = false;
             held.clear();
             callers.clear();
         }
@@ -137,6 +149,7 @@ final class CheckpointTape {
     /** Forgets the recorded runs without recomputing them (their gradients are dropped too). */
     synchronized void discard() {
         runs.clear();
+        holding = false;
         held.clear();
         callers.clear();
     }
