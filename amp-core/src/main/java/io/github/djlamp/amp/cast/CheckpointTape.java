@@ -44,6 +44,7 @@ final class CheckpointTape {
     private final List<Run> runs = new ArrayList<>();
     private final Set<NDArray> held = Collections.newSetFromMap(new IdentityHashMap<>());
     private final Set<NDArray> callers = Collections.newSetFromMap(new IdentityHashMap<>());
+    private final Set<NDArray> leaves = Collections.newSetFromMap(new IdentityHashMap<>());
     private volatile boolean holding;
     private long recomputed;
 
@@ -84,6 +85,7 @@ final class CheckpointTape {
                 output.close();
                 handedOn.add(leaf);
                 leaves[k] = true;
+                this.leaves.add(leaf);
             } else {
                 handedOn.add(output);
             }
@@ -143,6 +145,7 @@ final class CheckpointTape {
             holding = false;
             held.clear();
             callers.clear();
+            leaves.clear();
         }
     }
 
@@ -152,6 +155,7 @@ final class CheckpointTape {
         holding = false;
         held.clear();
         callers.clear();
+        leaves.clear();
     }
 
     private static void requireOpen(Run run) {
@@ -187,20 +191,24 @@ final class CheckpointTape {
                 return; // no backward reached the segment: nothing to recompute for
             }
             requireOpen(run);
+            Device device = run.outputs().head().getDevice();
+            // the segment after this one has been recomputed: the outputs' values are read no more,
+            // only the gradients they collected, and the recomputation makes them again
+            closeOwnOutputs(run);
             boolean recording = backend.setRecording(true);
             try {
                 NDList inputs = new NDList(run.inputs().size());
                 List<Integer> pushed = new ArrayList<>();
                 for (int i = 0; i < run.inputs().size(); i++) {
                     NDArray input = run.inputs().get(i);
-                    if (run.inputNeedsGradient()[i]) {
+                    if (run.inputNeedsGradient()[i] && !leaves.contains(input)) {
                         inputs.add(backend.detachedLeaf(input, scope));
                         pushed.add(i);
                     } else {
+                        // a segment before handed it on as a leaf: it collects the gradient itself
                         inputs.add(input);
                     }
                 }
-                Device device = run.outputs().head().getDevice();
                 RunningStatistics statistics =
                         RunningStatistics.copy(run.segment(), run.store(), device, scope);
                 NDList again =
@@ -220,6 +228,15 @@ final class CheckpointTape {
                 }
             } finally {
                 backend.setRecording(recording);
+            }
+        }
+    }
+
+    private void closeOwnOutputs(Run run) {
+        for (int k = 0; k < run.outputs().size(); k++) {
+            NDArray output = run.outputs().get(k);
+            if (run.outputIsLeaf()[k] && !callers.contains(output) && !output.isReleased()) {
+                output.close();
             }
         }
     }
