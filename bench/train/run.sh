@@ -54,15 +54,15 @@ if $checkpointing; then
     fi
     load_start="$(cut -d' ' -f1-3 /proc/loadavg)"
     echo "== ResNetV1-50 step memory and the largest batch under a 512 MiB step-memory cap"
-    ckpt memory --network resnet50 --batches 32,64 --variants "$variants" --repeat 2 \
+    ckpt memory --network resnet50 --batches 32,64,128 --variants "$variants" --repeat 2 \
         --cap-mib 512 --cap-on step --granularity 4 \
         --cap-variants djl-amp-bf16,djl-amp-bf16-ckpt-stages --out "$out/memory-resnet50.json"
     echo "== transformer step memory"
     ckpt memory --network transformer --batches 16,32 --variants "$variants" --repeat 2 \
         --cap-mib 0 --out "$out/memory-transformer.json"
-    for r in 1 2 3; do
-        echo "== ResNetV1-50 step time, JVM $r/3"
-        ckpt throughput --network resnet50 --batch 32 --warmup 1 --steps 3 \
+    for r in 1 2 3 4; do
+        echo "== ResNetV1-50 step time, JVM $r/4"
+        ckpt throughput --network resnet50 --batch 32 --warmup 1 --steps 4 \
             --variants "$variants" --out "$out/throughput-resnet50-r$r.json"
     done
     for r in 1 2; do
