@@ -92,11 +92,78 @@ final class CheckpointPlan {
             visitChain("", root, setting.getSelectors(), used, groups);
         }
         Map<String, Block> all = BlockPaths.walk(root);
+        Set<String> segmentStages = stagesOf(groups, all);
         for (String selector : setting.getSelectors()) {
             if (!used.contains(selector)) {
                 throw unplaceable(selector, root, all);
             }
+            requireEveryMatchPlaced(selector, root, all, segmentStages);
         }
+    }
+
+    private static Set<String> stagesOf(Map<String, List<Group>> groups, Map<String, Block> all) {
+        Set<String> stages = new LinkedHashSet<>();
+        for (Map.Entry<String, List<Group>> entry : groups.entrySet()) {
+            ai.djl.nn.BlockList children = all.get(entry.getKey()).getChildren();
+            for (Group group : entry.getValue()) {
+                for (int i = group.from(); i < group.to(); i++) {
+                    stages.add(BlockPaths.child(entry.getKey(), children.get(i).getKey()));
+                }
+            }
+        }
+        return stages;
+    }
+
+    /**
+     * Refuses a class selector that also names blocks no segment can hold (inside a ParallelBlock):
+     * checkpointing only the others would save less than the user asked for, and say nothing.
+     */
+    private static void requireEveryMatchPlaced(
+            String selector, Block root, Map<String, Block> all, Set<String> segmentStages) {
+        int matched = 0;
+        List<String> outside = new ArrayList<>();
+        for (Map.Entry<String, Block> e : all.entrySet()) {
+            String path = e.getKey();
+            if (path.isEmpty() || !matches(selector, path, e.getValue())) {
+                continue;
+            }
+            matched++;
+            if (!insideAny(path, segmentStages)) {
+                outside.add(path);
+            }
+        }
+        if (outside.isEmpty()) {
+            return;
+        }
+        String first = outside.get(0);
+        throw new AmpException(
+                "checkpointing: "
+                        + selector
+                        + " names "
+                        + matched
+                        + " blocks, and "
+                        + outside.size()
+                        + " of them (first '"
+                        + first
+                        + "') are not reached from the wrapped block through SequentialBlocks"
+                        + " only ("
+                        + outsideChain(first, root)
+                        + "), so only the other "
+                        + (matched - outside.size())
+                        + " would be checkpointed. Checkpoint the enclosing stages instead, e.g."
+                        + " path:"
+                        + enclosingStage(first, root)
+                        + ", or name the blocks to checkpoint by path: (PrecisionSummary lists"
+                        + " every path)");
+    }
+
+    private static boolean insideAny(String path, Set<String> stages) {
+        for (String stage : stages) {
+            if (path.equals(stage) || path.startsWith(stage + BlockPaths.SEPARATOR)) {
+                return true;
+            }
+        }
+        return false;
     }
 
     private static void visitChain(

@@ -91,6 +91,29 @@ class CheckpointPlanTest {
     }
 
     @Test
+    void aClassThatAlsoNamesBlocksInsideAParallelBlockIsRefusedNotHalfApplied() {
+        // four Linears: three reached through SequentialBlocks, one inside the residual unit
+        AmpException e =
+                assertThrows(
+                        AmpException.class,
+                        () ->
+                                CheckpointPlan.resolve(
+                                        Checkpointing.blocks("class:Linear"), model(0f)));
+        assertTrue(e.getMessage().contains("names 4 blocks, and 1 of them"), e.getMessage());
+        assertTrue(
+                e.getMessage().contains("'02ParallelBlock/01SequentialBlock/01Linear'"),
+                e.getMessage());
+        assertTrue(e.getMessage().contains("path:02ParallelBlock"), e.getMessage());
+        // the residual unit checkpointed as a whole covers its Linear
+        assertEquals(
+                4,
+                CheckpointPlan.resolve(
+                                Checkpointing.blocks("class:Linear", "class:ParallelBlock"),
+                                model(0f))
+                        .segmentCount());
+    }
+
+    @Test
     void stagesOfARootThatIsNoSequentialBlockAreRefused() {
         AmpException e =
                 assertThrows(
