@@ -205,7 +205,10 @@ final class CheckpointTape {
                         inputs.add(backend.detachedLeaf(input, scope));
                         pushed.add(i);
                     } else {
-                        // a segment before handed it on as a leaf: it collects the gradient itself
+                        // a leaf a segment before handed on collects the gradient itself; lent to
+                        // the scope, so that what the recomputation makes lands there and goes
+                        // with it (as in the forward pass), not on the batch's manager
+                        input.tempAttach(scope);
                         inputs.add(input);
                     }
                 }
