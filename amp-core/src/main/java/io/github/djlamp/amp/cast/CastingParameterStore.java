@@ -35,6 +35,7 @@ final class CastingParameterStore extends ParameterStore {
     private final KernelVerifier verifier;
     private final boolean forceLayout;
     private final boolean cachesWeights;
+    private final boolean recomputedLater;
 
     CastingParameterStore(
             ParameterStore delegate,
@@ -53,7 +54,8 @@ final class CastingParameterStore extends ParameterStore {
                 stepManager,
                 verifier,
                 false,
-                true);
+                true,
+                false);
     }
 
     private CastingParameterStore(
@@ -65,7 +67,8 @@ final class CastingParameterStore extends ParameterStore {
             NDManager stepManager,
             KernelVerifier verifier,
             boolean forceLayout,
-            boolean cachesWeights) {
+            boolean cachesWeights,
+            boolean recomputedLater) {
         super(delegate.getManager(), false);
         this.delegate = delegate;
         this.backend = backend;
@@ -76,6 +79,7 @@ final class CastingParameterStore extends ParameterStore {
         this.verifier = verifier;
         this.forceLayout = forceLayout;
         this.cachesWeights = cachesWeights;
+        this.recomputedLater = recomputedLater;
     }
 
     ParameterStore delegate() {
@@ -102,7 +106,14 @@ final class CastingParameterStore extends ParameterStore {
         }
         NDArray input = inputs.head();
         return verifier.verdict(
-                block, path, input, delegate, training, computePrecision, layoutCandidates(input));
+                block,
+                path,
+                input,
+                delegate,
+                training,
+                computePrecision,
+                layoutCandidates(input),
+                checksInputGradient(input));
     }
 
     private List<MemoryLayout> layoutCandidates(NDArray input) {
@@ -133,7 +144,8 @@ final class CastingParameterStore extends ParameterStore {
                 stepManager,
                 verifier,
                 true,
-                cachesWeights);
+                cachesWeights,
+                recomputedLater);
     }
 
     /**
@@ -141,8 +153,11 @@ final class CastingParameterStore extends ParameterStore {
      * checkpointed segment's forward without recording must not leave a cast with no path back to
      * its fp32 master for the recomputation to reuse, and a recomputation's casts are freed with
      * it.
+     *
+     * @param recomputedLater whether this is the forward without recording, which a recomputation
+     *     with recording repeats: its layers check the kernels that recomputation runs
      */
-    CastingParameterStore uncached(NDManager manager) {
+    CastingParameterStore uncached(NDManager manager, boolean recomputedLater) {
         return new CastingParameterStore(
                 delegate,
                 backend,
@@ -152,7 +167,17 @@ final class CastingParameterStore extends ParameterStore {
                 manager,
                 verifier,
                 forceLayout,
-                false);
+                false,
+                recomputedLater);
+    }
+
+    /**
+     * Whether a layer's kernel check covers the gradient of {@code input}: where the input needs
+     * one, and in a forward without recording that a recomputation repeats, where the same layer's
+     * input will need one (its input gradient kernel runs in the recomputation's backward).
+     */
+    boolean checksInputGradient(NDArray input) {
+        return recomputedLater || backend.requiresGradient(input);
     }
 
     AmpBackend backend() {

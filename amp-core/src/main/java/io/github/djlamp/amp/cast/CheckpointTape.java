@@ -215,7 +215,12 @@ final class CheckpointTape {
                 RunningStatistics statistics =
                         RunningStatistics.copy(run.segment(), run.store(), device, scope);
                 NDList again =
-                        run.segment().run(run.store().uncached(scope), inputs, true, run.params());
+                        run.segment()
+                                .run(
+                                        run.store().uncached(scope, false),
+                                        inputs,
+                                        true,
+                                        run.params());
                 for (int j = 0; j < which.size(); j++) {
                     NDArray output = again.get(which.get(j));
                     output.attach(scope);

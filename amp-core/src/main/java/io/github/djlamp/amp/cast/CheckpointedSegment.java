@@ -79,7 +79,7 @@ final class CheckpointedSegment extends AbstractBlock {
             for (NDArray input : inputs) {
                 input.tempAttach(scope);
             }
-            outputs = run(casting.uncached(scope), inputs, training, params);
+            outputs = run(casting.uncached(scope, true), inputs, training, params);
             for (NDArray output : outputs) {
                 if (!given.contains(output)) {
                     output.attach(home);

@@ -131,8 +131,10 @@ final class PrecisionStage extends AbstractBlock {
 
     /**
      * Returns the kernel check's verdict for this layer at this input: checked at the first use of
-     * each input shape, device and precision. A step that repeats the last one's signature (the
-     * steady state) compares four fields and allocates nothing.
+     * each input shape, device, precision and whether the input's gradient is computed (then its
+     * kernel is checked too). A step that repeats the last one's signature (the steady state)
+     * compares five fields and allocates nothing; asking whether the input is tracked is one engine
+     * call.
      */
     private KernelVerdict verdict(CastingParameterStore casting, NDList inputs, boolean training) {
         if (inputs.size() != 1 || !casting.verifies(inner)) {
@@ -142,11 +144,12 @@ final class PrecisionStage extends AbstractBlock {
         Shape shape = input.getShape();
         Device device = input.getDevice();
         Precision precision = casting.computePrecision();
+        boolean gradient = casting.checksInputGradient(input);
         Known last = lastVerdict;
-        if (last != null && last.matches(shape, device, precision, training)) {
+        if (last != null && last.matches(shape, device, precision, training, gradient)) {
             return last.verdict;
         }
-        List<Object> key = Arrays.asList(shape, device, precision, training);
+        List<Object> key = Arrays.asList(shape, device, precision, training, gradient);
         KernelVerdict verdict = verdicts.get(key);
         if (verdict == null) {
             verdict = casting.verdict(inner, path, inputs, training);
@@ -155,7 +158,7 @@ final class PrecisionStage extends AbstractBlock {
             }
             verdicts.put(key, verdict);
         }
-        lastVerdict = new Known(shape, device, precision, training, verdict);
+        lastVerdict = new Known(shape, device, precision, training, gradient, verdict);
         return verdict;
     }
 
@@ -165,6 +168,7 @@ final class PrecisionStage extends AbstractBlock {
         final Device device;
         final Precision precision;
         final boolean training;
+        final boolean gradient;
         final KernelVerdict verdict;
 
         Known(
@@ -172,16 +176,24 @@ final class PrecisionStage extends AbstractBlock {
                 Device device,
                 Precision precision,
                 boolean training,
+                boolean gradient,
                 KernelVerdict verdict) {
             this.shape = shape;
             this.device = device;
             this.precision = precision;
             this.training = training;
+            this.gradient = gradient;
             this.verdict = verdict;
         }
 
-        boolean matches(Shape shape, Device device, Precision precision, boolean training) {
+        boolean matches(
+                Shape shape,
+                Device device,
+                Precision precision,
+                boolean training,
+                boolean gradient) {
             return this.training == training
+                    && this.gradient == gradient
                     && this.precision == precision
                     && this.shape.equals(shape)
                     && this.device.equals(device);

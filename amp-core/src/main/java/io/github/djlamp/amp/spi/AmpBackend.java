@@ -251,15 +251,18 @@ public interface AmpBackend {
 
     /**
      * Returns whether autograd tracks {@code array} (a leaf that collects gradients, or the result
-     * of a recorded operation on one), asked of the engine each time: DJL's {@code hasGradient()}
-     * remembers its first answer.
+     * of a recorded operation on one). The kernel check asks it to know whether a layer's input
+     * gradient is computed, and so checked.
+     *
+     * <p>The default answers DJL's {@code hasGradient()}, which is right for leaves; an engine
+     * layer whose engine says false for the results of recorded operations (DJL's PyTorch engine
+     * does) overrides it.
      *
      * @param array any array
      * @return PyTorch's {@code requires_grad}
      */
     default boolean requiresGradient(NDArray array) {
-        throw new UnsupportedOperationException(
-                getEngineName() + "'s engine layer cannot tell whether autograd tracks an array");
+        return array.hasGradient();
     }
 
     /**

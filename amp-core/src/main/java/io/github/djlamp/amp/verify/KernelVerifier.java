@@ -89,6 +89,42 @@ public final class KernelVerifier {
             boolean training,
             Precision precision,
             List<MemoryLayout> candidates) {
+        return verdict(
+                block,
+                path,
+                input,
+                masters,
+                training,
+                precision,
+                candidates,
+                backend.requiresGradient(input));
+    }
+
+    /**
+     * Returns the verdict for a layer at its input's signature, as {@link #verdict(Block, String,
+     * NDArray, ParameterStore, boolean, Precision, List)} does, with whether the check covers the
+     * input's gradient said by the caller: a forward without recording that a recomputation with
+     * recording repeats checks the kernels the recomputation will run.
+     *
+     * @param block the layer, a block {@link #covers} accepts
+     * @param path the layer's path in the model, for the report
+     * @param input the layer's input, any precision
+     * @param masters the store holding the layer's fp32 parameters
+     * @param training whether the caller trains (which copy of the parameters to read)
+     * @param precision the 16-bit precision to check
+     * @param candidates the memory layouts to try, in order of preference
+     * @param inputGradient whether the input's gradient is computed, so its kernel is checked too
+     * @return the verdict
+     */
+    public KernelVerdict verdict(
+            Block block,
+            String path,
+            NDArray input,
+            ParameterStore masters,
+            boolean training,
+            Precision precision,
+            List<MemoryLayout> candidates,
+            boolean inputGradient) {
         Device device = input.getDevice();
         Map<Parameter, NDArray> parameters = new IdentityHashMap<>();
         List<Parameter> order = new ArrayList<>();
@@ -99,7 +135,6 @@ public final class KernelVerifier {
                 order.add(pair.getValue());
             }
         }
-        boolean inputGradient = input.hasGradient();
         String operation = describe(block, order, parameters);
         String key =
                 System.identityHashCode(backend)

@@ -42,6 +42,8 @@ final class AmpKernelScript {
                     "    return x",
                     "  def dtype_code(self: __torch__." + CLASS_NAME + ", x: Tensor) -> int:",
                     "    return x.dtype",
+                    "  def requires_grad(self: __torch__." + CLASS_NAME + ", x: Tensor) -> bool:",
+                    "    return x.requires_grad",
                     "  def unscale_(self: __torch__."
                             + CLASS_NAME
                             + ", grads: List[Tensor],"

@@ -96,6 +96,18 @@ final class AmpKernels {
         }
     }
 
+    /**
+     * Whether autograd tracks {@code array}: also true for the result of an operation on an array
+     * that needs a gradient, where DJL's {@code hasGradient()} says false (it is true for leaves
+     * only here).
+     */
+    boolean requiresGrad(PtNDArray array) {
+        try (IValue in = IValue.from(array);
+                IValue out = IValueUtils.runMethod(module, "requires_grad", in)) {
+            return out.toBoolean();
+        }
+    }
+
     void unscale(PtNDArray[] gradients, PtNDArray foundInf, PtNDArray invScale) {
         try (IValue grads = IValue.listFrom(gradients);
                 IValue found = IValue.from(foundInf);

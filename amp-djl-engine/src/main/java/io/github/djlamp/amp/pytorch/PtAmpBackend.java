@@ -354,7 +354,9 @@ public final class PtAmpBackend implements AmpBackend {
     /** {@inheritDoc} */
     @Override
     public boolean requiresGradient(NDArray array) {
-        return JniUtils.requiresGrad(requirePyTorch(array));
+        PtNDArray pt = requirePyTorch(array);
+        // DJL's native requiresGrad answers true for leaves only: ask TorchScript for the others
+        return JniUtils.requiresGrad(pt) || kernels().requiresGrad(pt);
     }
 
     /** {@inheritDoc} */
