@@ -113,7 +113,7 @@ final class CastingParameterStore extends ParameterStore {
                 training,
                 computePrecision,
                 layoutCandidates(input),
-                checksInputGradient(input));
+                training && checksInputGradient(input));
     }
 
     private List<MemoryLayout> layoutCandidates(NDArray input) {

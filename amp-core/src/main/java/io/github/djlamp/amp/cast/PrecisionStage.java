@@ -144,7 +144,8 @@ final class PrecisionStage extends AbstractBlock {
         Shape shape = input.getShape();
         Device device = input.getDevice();
         Precision precision = casting.computePrecision();
-        boolean gradient = casting.checksInputGradient(input);
+        // inference runs no backward: its input gradients are not checked, nor asked about
+        boolean gradient = training && casting.checksInputGradient(input);
         Known last = lastVerdict;
         if (last != null && last.matches(shape, device, precision, training, gradient)) {
             return last.verdict;
