@@ -3,6 +3,7 @@ package io.github.djlamp.amp.verify;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDArrays;
 import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.spi.AmpBackend;
@@ -63,31 +64,39 @@ final class Comparison {
             ErrorBound bound,
             Precision precision,
             AmpBackend backend) {
-        NDArray error = actual.sub(expected).abs();
-        double largest = backend.readFloat(sums.max());
-        NDArray tolerance =
-                sums.mul(bound.relative()).add(bound.absolute() + bound.normwise() * largest);
-        // a reference beyond fp16's range is a range problem, which loss scaling handles, not a
-        // kernel defect; a NaN reference (non-finite input) proves nothing either way
-        double limit = precision == Precision.FP16 ? FP16_MAX : Float.MAX_VALUE;
-        NDArray comparable = expected.abs().lte(limit);
-        NDArray wrong = error.gt(tolerance).logicalOr(error.isNaN()).logicalAnd(comparable);
-        NDArray counted = wrong.toType(DataType.FLOAT32, false);
-        float count = backend.readFloat(counted.sum());
-        if (count == 0) {
-            return null;
+        // the comparison's arrays, several of the input's size each, go when it ends: a layer's
+        // check compares output, input gradient and weight gradients, and kept together they
+        // would weigh on the first step's peak
+        try (NDManager local = actual.getManager().newSubManager()) {
+            actual.tempAttach(local);
+            expected.tempAttach(local);
+            sums.tempAttach(local);
+            NDArray error = actual.sub(expected).abs();
+            double largest = backend.readFloat(sums.max());
+            NDArray tolerance =
+                    sums.mul(bound.relative()).add(bound.absolute() + bound.normwise() * largest);
+            // a reference beyond fp16's range is a range problem, which loss scaling handles, not a
+            // kernel defect; a NaN reference (non-finite input) proves nothing either way
+            double limit = precision == Precision.FP16 ? FP16_MAX : Float.MAX_VALUE;
+            NDArray comparable = expected.abs().lte(limit);
+            NDArray wrong = error.gt(tolerance).logicalOr(error.isNaN()).logicalAnd(comparable);
+            NDArray counted = wrong.toType(DataType.FLOAT32, false);
+            float count = backend.readFloat(counted.sum());
+            if (count == 0) {
+                return null;
+            }
+            float worst = backend.readFloat(NDArrays.where(wrong, error, error.zerosLike()).max());
+            float scale = backend.readFloat(expected.abs().max());
+            return String.format(
+                    Locale.ROOT,
+                    "%.0f of %d values wrong (%.1f%%), off by up to %.3g at a scale of %.3g"
+                            + " (bound %.2g S)",
+                    count,
+                    expected.size(),
+                    100.0 * count / expected.size(),
+                    worst,
+                    scale,
+                    bound.relative());
         }
-        float worst = backend.readFloat(NDArrays.where(wrong, error, error.zerosLike()).max());
-        float scale = backend.readFloat(expected.abs().max());
-        return String.format(
-                Locale.ROOT,
-                "%.0f of %d values wrong (%.1f%%), off by up to %.3g at a scale of %.3g"
-                        + " (bound %.2g S)",
-                count,
-                expected.size(),
-                100.0 * count / expected.size(),
-                worst,
-                scale,
-                bound.relative());
     }
 }
