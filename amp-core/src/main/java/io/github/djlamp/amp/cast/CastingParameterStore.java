@@ -99,8 +99,12 @@ final class CastingParameterStore extends ParameterStore {
      * Returns the verdict of the kernel check for a low-precision layer at this input, checking the
      * kernel first where no layer has run its signature yet; null when kernel verification is off
      * or djl-amp does not check this kind of layer.
+     *
+     * @param inputGradient whether the check covers the input's gradient ({@link
+     *     #checksInputGradient}, in training)
      */
-    KernelVerdict verdict(Block block, String path, NDList inputs, boolean training) {
+    KernelVerdict verdict(
+            Block block, String path, NDList inputs, boolean training, boolean inputGradient) {
         if (!verifies(block) || inputs.size() != 1) {
             return null;
         }
@@ -113,7 +117,7 @@ final class CastingParameterStore extends ParameterStore {
                 training,
                 computePrecision,
                 layoutCandidates(input),
-                training && checksInputGradient(input));
+                inputGradient);
     }
 
     private List<MemoryLayout> layoutCandidates(NDArray input) {

@@ -141,11 +141,7 @@ final class CheckpointTape {
                 release(run, outputsLeft);
             }
         } finally {
-            runs.clear();
-            holding = false;
-            held.clear();
-            callers.clear();
-            leaves.clear();
+            discard();
         }
     }
 

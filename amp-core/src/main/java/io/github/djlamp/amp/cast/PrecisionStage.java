@@ -153,7 +153,7 @@ final class PrecisionStage extends AbstractBlock {
         List<Object> key = Arrays.asList(shape, device, precision, training, gradient);
         KernelVerdict verdict = verdicts.get(key);
         if (verdict == null) {
-            verdict = casting.verdict(inner, path, inputs, training);
+            verdict = casting.verdict(inner, path, inputs, training, gradient);
             if (verdict == null) {
                 return null;
             }
