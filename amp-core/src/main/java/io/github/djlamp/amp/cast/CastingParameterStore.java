@@ -36,6 +36,7 @@ final class CastingParameterStore extends ParameterStore {
     private final boolean forceLayout;
     private final boolean cachesWeights;
     private final boolean recomputedLater;
+    private final CheckpointSaving saving;
 
     CastingParameterStore(
             ParameterStore delegate,
@@ -55,7 +56,8 @@ final class CastingParameterStore extends ParameterStore {
                 verifier,
                 false,
                 true,
-                false);
+                false,
+                null);
     }
 
     private CastingParameterStore(
@@ -68,7 +70,8 @@ final class CastingParameterStore extends ParameterStore {
             KernelVerifier verifier,
             boolean forceLayout,
             boolean cachesWeights,
-            boolean recomputedLater) {
+            boolean recomputedLater,
+            CheckpointSaving saving) {
         super(delegate.getManager(), false);
         this.delegate = delegate;
         this.backend = backend;
@@ -80,6 +83,7 @@ final class CastingParameterStore extends ParameterStore {
         this.forceLayout = forceLayout;
         this.cachesWeights = cachesWeights;
         this.recomputedLater = recomputedLater;
+        this.saving = saving;
     }
 
     ParameterStore delegate() {
@@ -149,7 +153,8 @@ final class CastingParameterStore extends ParameterStore {
                 verifier,
                 true,
                 cachesWeights,
-                recomputedLater);
+                recomputedLater,
+                saving);
     }
 
     /**
@@ -172,7 +177,53 @@ final class CastingParameterStore extends ParameterStore {
                 verifier,
                 forceLayout,
                 false,
-                recomputedLater);
+                recomputedLater,
+                saving);
+    }
+
+    /**
+     * Returns this store counting on {@code saving} the activations its layers make (a checkpointed
+     * segment's forward without recording, when the saving is being estimated).
+     */
+    CastingParameterStore counting(CheckpointSaving saving) {
+        return new CastingParameterStore(
+                delegate,
+                backend,
+                cache,
+                computePrecision,
+                lowLayout,
+                stepManager,
+                verifier,
+                forceLayout,
+                cachesWeights,
+                recomputedLater,
+                saving);
+    }
+
+    /**
+     * Counts the outputs of a layer that are not its inputs passed on, where this store estimates a
+     * checkpointing saving.
+     */
+    void countMade(NDList outputs, NDList inputs) {
+        if (saving == null) {
+            return;
+        }
+        NDList made = new NDList(outputs.size());
+        for (NDArray output : outputs) {
+            if (!containsSame(inputs, output)) {
+                made.add(output);
+            }
+        }
+        saving.made(made);
+    }
+
+    private static boolean containsSame(NDList arrays, NDArray array) {
+        for (NDArray candidate : arrays) {
+            if (candidate == array) { // by identity: DJL's NDArray.equals compares values
+                return true;
+            }
+        }
+        return false;
     }
 
     /**
@@ -224,6 +275,9 @@ final class CastingParameterStore extends ParameterStore {
                 NDArray cast = backend.cast(array, target, layout, stepManager);
                 cast.setName(array.getName());
                 result.add(cast);
+                if (saving != null) {
+                    saving.made(new NDList(cast));
+                }
             }
         }
         return result;
@@ -238,9 +292,14 @@ final class CastingParameterStore extends ParameterStore {
         }
         Parameter.Type type = parameter.getType();
         if (type == Parameter.Type.WEIGHT || type == Parameter.Type.BIAS) {
-            return training && cachesWeights
-                    ? cache.get(parameter, master, computePrecision, lowLayout, stepManager)
-                    : cache.cast(master, computePrecision, lowLayout, stepManager);
+            if (training && cachesWeights) {
+                return cache.get(parameter, master, computePrecision, lowLayout, stepManager);
+            }
+            NDArray cast = cache.cast(master, computePrecision, lowLayout, stepManager);
+            if (saving != null) {
+                saving.weightCast(cast);
+            }
+            return cast;
         }
         return master;
     }

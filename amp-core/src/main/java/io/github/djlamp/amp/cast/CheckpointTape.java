@@ -47,6 +47,9 @@ final class CheckpointTape {
     private final Set<NDArray> leaves = Collections.newSetFromMap(new IdentityHashMap<>());
     private volatile boolean holding;
     private long recomputed;
+    private boolean estimating;
+    private CheckpointSaving saving;
+    private CheckpointSaving lastSaving;
 
     /** Notes the arrays a training forward pass was given or returned: never closed here. */
     synchronized void noteCallers(NDList arrays) {
@@ -91,6 +94,10 @@ final class CheckpointTape {
             }
         }
         runs.add(new Run(segment, store, inputs, needs, handedOn, leaves, params));
+        if (saving != null) {
+            saving.kept(inputs);
+            saving.kept(handedOn);
+        }
         holding = true;
         held.addAll(inputs);
         held.addAll(handedOn);
@@ -114,6 +121,37 @@ final class CheckpointTape {
     /** Whether forward passes left segments to recompute. */
     synchronized boolean hasPending() {
         return !runs.isEmpty();
+    }
+
+    /**
+     * Counts, in the training forward passes until the next recomputation, what the segments keep
+     * and what their layers make ({@link #takeSaving()} returns it).
+     */
+    synchronized void estimateSaving() {
+        estimating = true;
+        saving = null;
+    }
+
+    /**
+     * The count of the forward passes running now, begun by a segment's first run after {@link
+     * #estimateSaving()}; null when none is being made.
+     */
+    synchronized CheckpointSaving saving(AmpBackend backend) {
+        if (estimating && saving == null) {
+            saving = new CheckpointSaving(backend);
+        }
+        return saving;
+    }
+
+    /**
+     * Returns the count the last recomputation ended, once, or null.
+     *
+     * @return the count of the forward passes that recomputation covered
+     */
+    synchronized CheckpointSaving takeSaving() {
+        CheckpointSaving taken = lastSaving;
+        lastSaving = null;
+        return taken;
     }
 
     /** How many segment runs were recomputed so far. */
@@ -140,6 +178,11 @@ final class CheckpointTape {
                 }
                 release(run, outputsLeft);
             }
+            if (saving != null) {
+                lastSaving = saving;
+                saving = null;
+                estimating = false;
+            }
         } finally {
             discard();
         }
@@ -147,6 +190,7 @@ final class CheckpointTape {
 
     /** Forgets the recorded runs without recomputing them (their gradients are dropped too). */
     synchronized void discard() {
+        saving = null; // the discarded runs are no step's: the next step counts afresh
         runs.clear();
         holding = false;
         held.clear();

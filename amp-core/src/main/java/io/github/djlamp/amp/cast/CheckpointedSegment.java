@@ -79,7 +79,15 @@ final class CheckpointedSegment extends AbstractBlock {
             for (NDArray input : inputs) {
                 input.tempAttach(scope);
             }
-            outputs = run(casting.uncached(scope, true), inputs, training, params);
+            CheckpointSaving saving = tape.saving(backend);
+            CastingParameterStore store = casting.uncached(scope, true);
+            if (saving != null) {
+                store = store.counting(saving);
+            }
+            outputs = run(store, inputs, training, params);
+            if (saving != null) {
+                saving.segmentEnded(scope, inputs, outputs);
+            }
             for (NDArray output : outputs) {
                 if (!given.contains(output)) {
                     output.attach(home);

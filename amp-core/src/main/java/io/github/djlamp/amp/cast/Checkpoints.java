@@ -3,6 +3,8 @@ package io.github.djlamp.amp.cast;
 import ai.djl.nn.Block;
 import io.github.djlamp.amp.cast.internal.CheckpointControl;
 import io.github.djlamp.amp.policy.Checkpointing;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * The checkpointing of one wrapped block: the plan resolved from the setting, the tape of segment
@@ -10,10 +12,13 @@ import io.github.djlamp.amp.policy.Checkpointing;
  */
 final class Checkpoints implements CheckpointControl {
 
+    private static final Logger logger = LoggerFactory.getLogger(Checkpoints.class);
+
     private final Block original;
     private final Runnable rebuildShadows;
     private final CheckpointTape tape = new CheckpointTape();
     private volatile CheckpointPlan plan = CheckpointPlan.NONE;
+    private volatile SavingEstimate savingEstimate;
 
     Checkpoints(Block original, Runnable rebuildShadows) {
         this.original = original;
@@ -27,6 +32,10 @@ final class Checkpoints implements CheckpointControl {
         if (!resolved.setting().equals(plan.setting()) || resolved.isEnabled()) {
             tape.discard();
             plan = resolved;
+            savingEstimate = null;
+            if (resolved.isEnabled()) {
+                tape.estimateSaving();
+            }
             rebuildShadows.run();
         }
     }
@@ -51,7 +60,10 @@ final class Checkpoints implements CheckpointControl {
                 + segments
                 + (segments == 1 ? " segment" : " segments")
                 + " run without keeping their activations (only their inputs) and recomputed"
-                + " after backward, the last first: about one more forward pass of them per step";
+                + " after backward, the last first: about one more forward pass of them per step. "
+                + (savingEstimate != null
+                        ? "First step: " + CheckpointSaving.describe(savingEstimate)
+                        : "What it saves is logged after the first step, from the batch's shapes");
     }
 
     /** {@inheritDoc} */
@@ -64,6 +76,20 @@ final class Checkpoints implements CheckpointControl {
     @Override
     public void recompute() {
         tape.recompute();
+        CheckpointSaving saving = tape.takeSaving();
+        if (saving != null) {
+            savingEstimate = saving.estimate();
+            logger.info(
+                    "djl-amp: checkpointing={}, first step: {}",
+                    plan.setting(),
+                    CheckpointSaving.describe(savingEstimate));
+        }
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public SavingEstimate getSavingEstimate() {
+        return savingEstimate;
     }
 
     /** {@inheritDoc} */

@@ -73,6 +73,16 @@ final class PrecisionStage extends AbstractBlock {
             return inner.forward(parameterStore, inputs, training, params);
         }
         CastingParameterStore casting = (CastingParameterStore) parameterStore;
+        NDList outputs = forwardCast(casting, inputs, training, params);
+        casting.countMade(outputs, inputs);
+        return outputs;
+    }
+
+    private NDList forwardCast(
+            CastingParameterStore casting,
+            NDList inputs,
+            boolean training,
+            PairList<String, Object> params) {
         return switch (category) {
             case LOW, TRUSTED -> forwardLow(casting, inputs, training, params);
             case FP32 ->

@@ -32,6 +32,41 @@ public interface CheckpointControl {
     String describe();
 
     /**
+     * Returns what the checkpointed segments of the first training step kept and what their layers
+     * made and dropped; null until a step with segments has been recomputed.
+     *
+     * @return the count of the first step
+     */
+    SavingEstimate getSavingEstimate();
+
+    /**
+     * What the checkpointed segments of one step kept and dropped, counted from the shapes and data
+     * types of the arrays (never a value).
+     *
+     * @param segmentRuns how many segment runs the step's forward passes made
+     * @param keptBytes the bytes of the segments' inputs and outputs, held until the recomputation
+     * @param droppedBytes the bytes of the activations the segments' layers made and did not keep
+     *     (their outputs, the casts of their inputs, the internals of blocks with their own
+     *     forward); without checkpointing backward keeps the part of them it reads
+     * @param largestSegmentBytes the most any one segment dropped: what its recomputation makes
+     *     again while it runs
+     */
+    record SavingEstimate(
+            int segmentRuns, long keptBytes, long droppedBytes, long largestSegmentBytes) {
+
+        /**
+         * Returns how much less a step holds through backward at most: what the segments dropped
+         * but for the one segment the recomputation holds at a time. Less in practice, where
+         * backward would not have kept every activation (a BatchNorm's output a ReLU consumes).
+         *
+         * @return the bytes
+         */
+        public long upperBoundSavingBytes() {
+            return droppedBytes - largestSegmentBytes;
+        }
+    }
+
+    /**
      * Returns whether forward passes left segments to recompute.
      *
      * @return whether {@link #recompute()} has work
