@@ -33,14 +33,14 @@ def memory_tables(path):
                " (kernel verification runs there). Medians, range in brackets."
                % (run["childJvmOptions"], run["repeat"]))
     out.append("")
-    out.append("| batch | variant | step memory MiB (range) | vs djl-amp bf16 | first-step peak MiB"
-               " (process) | step ms (one step, noisy) |")
-    out.append("| ---: | --- | ---: | ---: | ---: | ---: |")
+    out.append("| batch | variant | step memory MiB (range) | vs djl-amp bf16 | saved MiB (logged:"
+               " up to) | first-step peak MiB (process) | step ms (one step, noisy) |")
+    out.append("| ---: | --- | ---: | ---: | ---: | ---: | ---: |")
     base = {}
     for (batch, variant), rs in sorted(rows.items()):
         good = [r for r in rs if r]
         if not good:
-            out.append("| %d | %s | failed | | | |" % (batch, variant))
+            out.append("| %d | %s | failed | | | | |" % (batch, variant))
             continue
         step = [mib(r["stepPeakKib"] - r["readyRssKib"]) for r in good]
         first = [mib(r["warmupPeakKib"]) for r in good]
@@ -49,8 +49,15 @@ def memory_tables(path):
         if variant == BASE:
             base[batch] = med
         ratio = "%.2fx" % (med / base[batch]) if batch in base else ""
-        out.append("| %d | %s | %.0f (%.0f-%.0f) | %s | %.0f | %.0f |"
-                   % (batch, variant, med, min(step), max(step), ratio,
+        saved = ""
+        if batch in base and variant != BASE:
+            saved = "%.0f" % (base[batch] - med)
+            upper = [mib(r["checkpointUpperSavingKib"]) for r in good
+                     if "checkpointUpperSavingKib" in r]
+            if upper:
+                saved += " (%.0f)" % statistics.median(upper)
+        out.append("| %d | %s | %.0f (%.0f-%.0f) | %s | %s | %.0f | %.0f |"
+                   % (batch, variant, med, min(step), max(step), ratio, saved,
                       statistics.median(first), statistics.median(ms)))
     if run.get("caps"):
         out.append("")

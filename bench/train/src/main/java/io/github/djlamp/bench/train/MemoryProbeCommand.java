@@ -2,6 +2,7 @@ package io.github.djlamp.bench.train;
 
 import com.google.gson.Gson;
 import com.google.gson.JsonObject;
+import io.github.djlamp.amp.cast.internal.CheckpointControl;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
@@ -64,6 +65,13 @@ final class MemoryProbeCommand implements Callable<Integer> {
             json.addProperty("processPeakKib", Math.max(warmupPeakKib, stepPeakKib));
             json.addProperty("warmupMs", warmupNanos / 1e6);
             json.addProperty("stepMs", stepNanos / 1e6);
+            CheckpointControl.SavingEstimate estimate = rig.checkpointSavingEstimate();
+            if (estimate != null) {
+                json.addProperty("checkpointKeptKib", estimate.keptBytes() / 1024);
+                json.addProperty("checkpointDroppedKib", estimate.droppedBytes() / 1024);
+                json.addProperty(
+                        "checkpointUpperSavingKib", estimate.upperBoundSavingBytes() / 1024);
+            }
             System.out.println(PREFIX + new Gson().toJson(json));
         }
         return 0;

@@ -16,6 +16,8 @@ import ai.djl.training.loss.Loss;
 import ai.djl.training.optimizer.Optimizer;
 import ai.djl.training.tracker.Tracker;
 import ai.djl.util.Pair;
+import io.github.djlamp.amp.cast.MixedPrecisionBlock;
+import io.github.djlamp.amp.cast.internal.CheckpointControl;
 
 /**
  * One network trained one way: a model, its trainer, and a step on fresh random data, exactly as
@@ -130,6 +132,18 @@ public final class TrainingRig implements AutoCloseable {
             }
         }
         return shapes.toString();
+    }
+
+    /**
+     * Returns what the first step's checkpointed segments kept and dropped, as djl-amp logs it.
+     *
+     * @return the estimate, or null without checkpointing or before a step
+     */
+    public CheckpointControl.SavingEstimate checkpointSavingEstimate() {
+        if (model.getBlock() instanceof MixedPrecisionBlock block) {
+            return block.getTrainingLink().getCheckpoints().getSavingEstimate();
+        }
+        return null;
     }
 
     /**
