@@ -27,7 +27,9 @@ def memory_tables(path):
             continue
         rows.setdefault((r["batch"], r["variant"]), []).append(r)
     out = ["#### Step memory: %s" % run["description"], ""]
-    out.append("Each configuration a fresh JVM (%s), measured %d times, alternating; step memory ="
+    out.append("Each configuration a fresh JVM (%s, MALLOC_MMAP_THRESHOLD_=131072: the resident"
+               " size follows the live tensors, and the step ms column is no step time), measured"
+               " %d times, alternating; step memory ="
                " peak resident size of the second step (VmHWM reset before it) minus the resident"
                " size with the model ready. First-step peak: the whole process over the first step"
                " (kernel verification runs there). Medians, range in brackets."
@@ -82,7 +84,8 @@ def throughput_tables(files):
     first = runs[0]
     out = ["#### Step time: %s, batch %d, %d intra-op thread(s)"
            % (first["description"], first["batch"], first["threads"]), ""]
-    out.append("%d JVMs; in each, the variants alternate step by step after %d warm-up step(s)."
+    out.append("%d JVMs with glibc's default allocator; in each, the variants alternate step by"
+               " step after %d warm-up step(s)."
                " Median over every timed step; per-JVM medians in brackets; ratio = median of the"
                " per-JVM ratios (range)." % (len(runs), first["warmup"]))
     out.append("")

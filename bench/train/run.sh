@@ -39,12 +39,16 @@ if $checkpointing; then
     out="bench/train/target/results-checkpointing"
     rm -rf "$out"
     mkdir -p "$out"
-    # glibc returns every freed tensor to the system, so the resident size follows the live tensors
-    export MALLOC_MMAP_THRESHOLD_=131072
     ckpt() {
         java -Dai.djl.offline=true -Dai.djl.pytorch.num_threads="$threads" \
             -Dorg.slf4j.simpleLogger.defaultLogLevel=warn \
             -cp "$classpath" io.github.djlamp.bench.train.TrainBench "$@"
+    }
+    # Memory only: glibc then returns every freed tensor to the system, so the resident size
+    # follows the live tensors. Never for step times: every tensor then costs an mmap, fresh pages
+    # and a munmap, which made ResNetV1-50's step 1.6x slower and the recomputation dearer still.
+    ckpt_memory() {
+        MALLOC_MMAP_THRESHOLD_=131072 ckpt memory "$@"
     }
     variants="djl-amp-bf16,djl-amp-bf16-ckpt-stages,djl-amp-bf16-ckpt-auto"
     started="$(date -u '+%Y-%m-%d %H:%M UTC')"
@@ -54,11 +58,11 @@ if $checkpointing; then
     fi
     load_start="$(cut -d' ' -f1-3 /proc/loadavg)"
     echo "== ResNetV1-50 step memory and the largest batch under a 512 MiB step-memory cap"
-    ckpt memory --network resnet50 --batches 32,64,128 --variants "$variants" --repeat 2 \
+    ckpt_memory --network resnet50 --batches 32,64,128 --variants "$variants" --repeat 2 \
         --cap-mib 512 --cap-on step --granularity 4 \
         --cap-variants djl-amp-bf16,djl-amp-bf16-ckpt-stages --out "$out/memory-resnet50.json"
     echo "== transformer step memory"
-    ckpt memory --network transformer --batches 16,32 --variants "$variants" --repeat 2 \
+    ckpt_memory --network transformer --batches 16,32 --variants "$variants" --repeat 2 \
         --cap-mib 0 --out "$out/memory-transformer.json"
     for r in 1 2 3 4; do
         echo "== ResNetV1-50 step time, JVM $r/4"
