@@ -19,9 +19,6 @@ import ai.djl.training.DefaultTrainingConfig;
 import ai.djl.training.EasyTrain;
 import ai.djl.training.Trainer;
 import ai.djl.training.dataset.Batch;
-import ai.djl.training.loss.Loss;
-import ai.djl.training.optimizer.Optimizer;
-import ai.djl.training.tracker.Tracker;
 import io.github.djlamp.amp.Amp;
 import io.github.djlamp.amp.AmpOptions;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
@@ -60,13 +57,8 @@ class CheckpointSavingEstimateTest {
         try (Model model = Model.newInstance("checkpoint-saving", "PyTorch")) {
             MixedPrecisionBlock block = Amp.wrap(network, policy);
             model.setBlock(block);
-            AmpOptions options = AmpOptions.builder().checkpointing(checkpointing).build();
-            DefaultTrainingConfig config =
-                    new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss())
-                            .optOptimizer(
-                                    Optimizer.sgd()
-                                            .setLearningRateTracker(Tracker.fixed(0.01f))
-                                            .build());
+            AmpOptions options = CheckpointingSetUp.options(policy, checkpointing).build();
+            DefaultTrainingConfig config = CheckpointingSetUp.sgd(0.01f);
             CheckpointControl checkpoints = block.getTrainingLink().getCheckpoints();
             List<SavingEstimate> estimates = new ArrayList<>();
             try (Trainer trainer = model.newTrainer(Amp.configure(config, block, options))) {

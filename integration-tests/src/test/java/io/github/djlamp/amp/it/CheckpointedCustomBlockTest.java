@@ -20,13 +20,9 @@ import ai.djl.nn.transformer.TransformerEncoderBlock;
 import ai.djl.training.DefaultTrainingConfig;
 import ai.djl.training.GradientCollector;
 import ai.djl.training.Trainer;
-import ai.djl.training.loss.Loss;
-import ai.djl.training.optimizer.Optimizer;
-import ai.djl.training.tracker.Tracker;
 import ai.djl.util.Pair;
 import io.github.djlamp.amp.Amp;
 import io.github.djlamp.amp.AmpOptions;
-import io.github.djlamp.amp.FusedOptimizer;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
 import io.github.djlamp.amp.policy.Checkpointing;
 import io.github.djlamp.amp.train.AmpSession;
@@ -65,17 +61,8 @@ class CheckpointedCustomBlockTest {
         try (Model model = Model.newInstance("checkpointed-custom", "PyTorch")) {
             MixedPrecisionBlock block = Amp.wrap(network(), policy);
             model.setBlock(block);
-            AmpOptions options =
-                    AmpOptions.builder()
-                            .checkpointing(checkpointing)
-                            .fusedOptimizer(FusedOptimizer.OFF)
-                            .build();
-            DefaultTrainingConfig config =
-                    new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss())
-                            .optOptimizer(
-                                    Optimizer.sgd()
-                                            .setLearningRateTracker(Tracker.fixed(0.1f))
-                                            .build());
+            AmpOptions options = CheckpointingSetUp.options(policy, checkpointing).build();
+            DefaultTrainingConfig config = CheckpointingSetUp.sgd(0.1f);
             try (Trainer trainer = model.newTrainer(Amp.configure(config, block, options));
                     NDManager batch = trainer.getManager().newSubManager()) {
                 trainer.initialize(new Shape(BATCH, 6, 8));

@@ -22,16 +22,11 @@ import ai.djl.nn.pooling.Pool;
 import ai.djl.training.DefaultTrainingConfig;
 import ai.djl.training.GradientCollector;
 import ai.djl.training.Trainer;
-import ai.djl.training.loss.Loss;
-import ai.djl.training.optimizer.Optimizer;
-import ai.djl.training.tracker.Tracker;
 import ai.djl.util.Pair;
 import io.github.djlamp.amp.Amp;
 import io.github.djlamp.amp.AmpOptions;
-import io.github.djlamp.amp.FusedOptimizer;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
 import io.github.djlamp.amp.policy.Checkpointing;
-import io.github.djlamp.amp.scale.LossScaling;
 import io.github.djlamp.amp.train.AmpSession;
 import java.util.LinkedHashMap;
 import java.util.Map;
@@ -78,21 +73,8 @@ class CheckpointingGradientTest {
         try (Model model = Model.newInstance("checkpointing", "PyTorch")) {
             MixedPrecisionBlock block = Amp.wrap(network(), policy);
             model.setBlock(block);
-            AmpOptions options =
-                    AmpOptions.builder()
-                            .checkpointing(checkpointing)
-                            .fusedOptimizer(FusedOptimizer.OFF)
-                            .lossScaling(
-                                    policy.equals("mixed_float16")
-                                            ? LossScaling.dynamicBuilder().initScale(256f).build()
-                                            : null)
-                            .build();
-            DefaultTrainingConfig config =
-                    new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss())
-                            .optOptimizer(
-                                    Optimizer.sgd()
-                                            .setLearningRateTracker(Tracker.fixed(0.1f))
-                                            .build());
+            AmpOptions options = CheckpointingSetUp.options(policy, checkpointing).build();
+            DefaultTrainingConfig config = CheckpointingSetUp.sgd(0.1f);
             try (Trainer trainer = model.newTrainer(Amp.configure(config, block, options));
                     NDManager step = trainer.getManager().newSubManager()) {
                 trainer.initialize(new Shape(4, 3, 8, 8));

@@ -15,15 +15,10 @@ import ai.djl.training.EasyTrain;
 import ai.djl.training.GradientCollector;
 import ai.djl.training.Trainer;
 import ai.djl.training.dataset.Batch;
-import ai.djl.training.loss.Loss;
-import ai.djl.training.optimizer.Optimizer;
-import ai.djl.training.tracker.Tracker;
 import io.github.djlamp.amp.Amp;
 import io.github.djlamp.amp.AmpOptions;
-import io.github.djlamp.amp.FusedOptimizer;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
 import io.github.djlamp.amp.policy.Checkpointing;
-import io.github.djlamp.amp.scale.LossScaling;
 import io.github.djlamp.amp.train.AmpSession;
 import java.util.ArrayList;
 import java.util.List;
@@ -53,21 +48,10 @@ class CheckpointingReducerTest {
             MixedPrecisionBlock block = Amp.wrap(CheckpointingGradientTest.network(), policy);
             model.setBlock(block);
             AmpOptions options =
-                    AmpOptions.builder()
-                            .checkpointing(checkpointing)
-                            .fusedOptimizer(FusedOptimizer.OFF)
+                    CheckpointingSetUp.options(policy, checkpointing)
                             .accumulationSteps(accumulation)
-                            .lossScaling(
-                                    policy.equals("mixed_float16")
-                                            ? LossScaling.dynamicBuilder().initScale(256f).build()
-                                            : null)
                             .build();
-            DefaultTrainingConfig config =
-                    new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss())
-                            .optOptimizer(
-                                    Optimizer.sgd()
-                                            .setLearningRateTracker(Tracker.fixed(0.1f))
-                                            .build());
+            DefaultTrainingConfig config = CheckpointingSetUp.sgd(0.1f);
             try (Trainer trainer = model.newTrainer(Amp.configure(config, block, options))) {
                 trainer.initialize(new Shape(4, 3, 8, 8));
                 AmpSession amp = AmpSession.of(trainer);

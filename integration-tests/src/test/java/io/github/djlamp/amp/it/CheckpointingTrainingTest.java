@@ -27,7 +27,6 @@ import io.github.djlamp.amp.AmpOptions;
 import io.github.djlamp.amp.FusedOptimizer;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
 import io.github.djlamp.amp.policy.Checkpointing;
-import io.github.djlamp.amp.scale.LossScaling;
 import io.github.djlamp.amp.train.AmpSession;
 import io.github.djlamp.amp.train.AmpTrainingConfig;
 import io.github.djlamp.amp.train.LossScalingOptimizer;
@@ -112,15 +111,10 @@ class CheckpointingTrainingTest {
             MixedPrecisionBlock block = Amp.wrap(CheckpointingGradientTest.network(), policy);
             model.setBlock(block);
             AmpOptions options =
-                    AmpOptions.builder()
-                            .checkpointing(checkpointing)
+                    CheckpointingSetUp.options(policy, checkpointing)
                             .fusedOptimizer(fused)
                             .accumulationSteps(accumulation)
                             .hostSyncInterval(2)
-                            .lossScaling(
-                                    policy.equals("mixed_float16")
-                                            ? LossScaling.dynamicBuilder().initScale(256f).build()
-                                            : null)
                             .build();
             DefaultTrainingConfig config =
                     new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss())

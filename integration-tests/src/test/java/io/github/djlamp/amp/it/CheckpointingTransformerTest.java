@@ -21,12 +21,9 @@ import ai.djl.training.DefaultTrainingConfig;
 import ai.djl.training.GradientCollector;
 import ai.djl.training.Trainer;
 import ai.djl.training.loss.Loss;
-import ai.djl.training.optimizer.Optimizer;
-import ai.djl.training.tracker.Tracker;
 import ai.djl.util.Pair;
 import io.github.djlamp.amp.Amp;
 import io.github.djlamp.amp.AmpOptions;
-import io.github.djlamp.amp.FusedOptimizer;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
 import io.github.djlamp.amp.exception.AmpException;
 import io.github.djlamp.amp.policy.Checkpointing;
@@ -58,17 +55,8 @@ class CheckpointingTransformerTest {
         try (Model model = Model.newInstance("transformer", "PyTorch")) {
             MixedPrecisionBlock block = Amp.wrap(encoder(0f), policy);
             model.setBlock(block);
-            DefaultTrainingConfig config =
-                    new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss())
-                            .optOptimizer(
-                                    Optimizer.sgd()
-                                            .setLearningRateTracker(Tracker.fixed(0.1f))
-                                            .build());
-            AmpOptions options =
-                    AmpOptions.builder()
-                            .checkpointing(checkpointing)
-                            .fusedOptimizer(FusedOptimizer.OFF)
-                            .build();
+            DefaultTrainingConfig config = CheckpointingSetUp.sgd(0.1f);
+            AmpOptions options = CheckpointingSetUp.options(policy, checkpointing).build();
             try (Trainer trainer = model.newTrainer(Amp.configure(config, block, options));
                     NDManager step = trainer.getManager().newSubManager()) {
                 trainer.initialize(new Shape(4, 6, 16));
