@@ -231,17 +231,26 @@ public final class KernelVerifier {
                 reference.add(rounded(parameters.get(parameter), precision, scratch));
             }
             Shape outputShape = block.getOutputShapes(new Shape[] {inputShape})[0];
-            NDArray cotangent = rounded(cotangent(outputShape, scratch), precision, scratch);
+            NDArray unrounded = cotangent(outputShape, scratch);
+            NDArray cotangent = rounded(unrounded, precision, scratch);
+            unrounded.close();
             Function<NDList, NDArray> layer = leaves -> forward(block, order, leaves, scratch);
             NDList expected;
             NDList sums;
             try {
                 expected = backend.valueAndGradients(layer, reference, cotangent, scratch);
-                NDList absolute = new NDList();
-                for (NDArray array : reference) {
-                    absolute.add(array.abs());
+                // the absolute values go once their sums are made: as large as the layer's input
+                try (NDManager magnitudes = scratch.newSubManager()) {
+                    NDList absolute = new NDList();
+                    for (NDArray array : reference) {
+                        NDArray magnitude = array.abs();
+                        magnitude.attach(magnitudes);
+                        absolute.add(magnitude);
+                    }
+                    NDArray cotangentMagnitude = cotangent.abs();
+                    cotangentMagnitude.attach(magnitudes);
+                    sums = backend.valueAndGradients(layer, absolute, cotangentMagnitude, scratch);
                 }
-                sums = backend.valueAndGradients(layer, absolute, cotangent.abs(), scratch);
             } catch (RuntimeException e) {
                 findings.add("the fp32 reference could not run: " + e.getMessage());
                 return verdict(
@@ -271,13 +280,14 @@ public final class KernelVerifier {
                     LayerMath.reductionLengths(block, inputShape, outputShape, order.size());
             for (MemoryLayout layout : candidates) {
                 String failure;
-                try {
+                // a layout's casts and results go before the next layout is tried
+                try (NDManager attempt = scratch.newSubManager()) {
                     NDList low = new NDList();
                     for (NDArray array : reference) {
-                        low.add(backend.cast(array, precision, layout, scratch));
+                        low.add(backend.cast(array, precision, layout, attempt));
                     }
-                    NDArray lowCotangent = backend.cast(cotangent, precision, layout, scratch);
-                    NDList actual = backend.valueAndGradients(layer, low, lowCotangent, scratch);
+                    NDArray lowCotangent = backend.cast(cotangent, precision, layout, attempt);
+                    NDList actual = backend.valueAndGradients(layer, low, lowCotangent, attempt);
                     failure =
                             Comparison.firstFailure(
                                     actual,
@@ -347,21 +357,33 @@ public final class KernelVerifier {
         return names;
     }
 
+    /**
+     * Returns {@code array} rounded to {@code precision} and back to fp32, on {@code scratch}; what
+     * it takes on the way goes at once (for a layer's input, as large as the input).
+     */
     private NDArray rounded(NDArray array, Precision precision, NDManager scratch) {
-        NDArray detached = array.stopGradient();
-        detached.attach(scratch);
-        NDArray low = backend.cast(detached, precision, MemoryLayout.CONTIGUOUS, scratch);
-        return backend.cast(low, Precision.FP32, MemoryLayout.CONTIGUOUS, scratch);
+        try (NDManager way = scratch.newSubManager()) {
+            NDArray detached = array.stopGradient();
+            detached.attach(way);
+            NDArray low = backend.cast(detached, precision, MemoryLayout.CONTIGUOUS, way);
+            NDArray result = backend.cast(low, Precision.FP32, MemoryLayout.CONTIGUOUS, way);
+            result.attach(scratch);
+            return result;
+        }
     }
 
     /**
      * A fixed cotangent in [-1, 1): the fractional parts of multiples of the plastic number's
      * inverse, made without the engine's random generator so that a check changes no random draw of
-     * the user's.
+     * the user's. Only the result stays on {@code scratch}.
      */
     private static NDArray cotangent(Shape shape, NDManager scratch) {
-        NDArray steps = scratch.arange(0f, (float) shape.size(), 1f).mul(0.7548776662466927f);
-        return steps.sub(steps.floor()).mul(2f).sub(1f).reshape(shape);
+        try (NDManager way = scratch.newSubManager()) {
+            NDArray steps = way.arange(0f, (float) shape.size(), 1f).mul(0.7548776662466927f);
+            NDArray result = steps.sub(steps.floor()).mul(2f).sub(1f).reshape(shape);
+            result.attach(scratch);
+            return result;
+        }
     }
 
     private static NDArray forward(
