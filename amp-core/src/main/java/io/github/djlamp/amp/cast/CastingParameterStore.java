@@ -46,32 +46,6 @@ final class CastingParameterStore extends ParameterStore {
             MemoryLayout lowLayout,
             NDManager stepManager,
             KernelVerifier verifier) {
-        this(
-                delegate,
-                backend,
-                cache,
-                computePrecision,
-                lowLayout,
-                stepManager,
-                verifier,
-                false,
-                true,
-                false,
-                null);
-    }
-
-    private CastingParameterStore(
-            ParameterStore delegate,
-            AmpBackend backend,
-            WeightCastCache cache,
-            Precision computePrecision,
-            MemoryLayout lowLayout,
-            NDManager stepManager,
-            KernelVerifier verifier,
-            boolean forceLayout,
-            boolean cachesWeights,
-            boolean recomputedLater,
-            CheckpointSaving saving) {
         super(delegate.getManager(), false);
         this.delegate = delegate;
         this.backend = backend;
@@ -80,6 +54,29 @@ final class CastingParameterStore extends ParameterStore {
         this.lowLayout = lowLayout;
         this.stepManager = stepManager;
         this.verifier = verifier;
+        this.forceLayout = false;
+        this.cachesWeights = true;
+        this.recomputedLater = false;
+        this.saving = null;
+    }
+
+    /** A copy of {@code from} that differs in how this forward casts, caches and counts. */
+    private CastingParameterStore(
+            CastingParameterStore from,
+            MemoryLayout lowLayout,
+            NDManager stepManager,
+            boolean forceLayout,
+            boolean cachesWeights,
+            boolean recomputedLater,
+            CheckpointSaving saving) {
+        super(from.delegate.getManager(), false);
+        this.delegate = from.delegate;
+        this.backend = from.backend;
+        this.cache = from.cache;
+        this.computePrecision = from.computePrecision;
+        this.verifier = from.verifier;
+        this.lowLayout = lowLayout;
+        this.stepManager = stepManager;
         this.forceLayout = forceLayout;
         this.cachesWeights = cachesWeights;
         this.recomputedLater = recomputedLater;
@@ -144,17 +141,7 @@ final class CastingParameterStore extends ParameterStore {
             return this;
         }
         return new CastingParameterStore(
-                delegate,
-                backend,
-                cache,
-                computePrecision,
-                layout,
-                stepManager,
-                verifier,
-                true,
-                cachesWeights,
-                recomputedLater,
-                saving);
+                this, layout, stepManager, true, cachesWeights, recomputedLater, saving);
     }
 
     /**
@@ -168,17 +155,7 @@ final class CastingParameterStore extends ParameterStore {
      */
     CastingParameterStore uncached(NDManager manager, boolean recomputedLater) {
         return new CastingParameterStore(
-                delegate,
-                backend,
-                cache,
-                computePrecision,
-                lowLayout,
-                manager,
-                verifier,
-                forceLayout,
-                false,
-                recomputedLater,
-                saving);
+                this, lowLayout, manager, forceLayout, false, recomputedLater, saving);
     }
 
     /**
@@ -187,17 +164,7 @@ final class CastingParameterStore extends ParameterStore {
      */
     CastingParameterStore counting(CheckpointSaving saving) {
         return new CastingParameterStore(
-                delegate,
-                backend,
-                cache,
-                computePrecision,
-                lowLayout,
-                stepManager,
-                verifier,
-                forceLayout,
-                cachesWeights,
-                recomputedLater,
-                saving);
+                this, lowLayout, stepManager, forceLayout, cachesWeights, recomputedLater, saving);
     }
 
     /**
