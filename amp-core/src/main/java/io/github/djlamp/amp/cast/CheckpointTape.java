@@ -49,7 +49,6 @@ final class CheckpointTape {
     private long recomputed;
     private boolean estimating;
     private CheckpointSaving saving;
-    private CheckpointSaving lastSaving;
 
     /** Notes the arrays a training forward pass was given or returned: never closed here. */
     synchronized void noteCallers(NDList arrays) {
@@ -125,7 +124,7 @@ final class CheckpointTape {
 
     /**
      * Counts, in the training forward passes until the next recomputation, what the segments keep
-     * and what their layers make ({@link #takeSaving()} returns it).
+     * and what their layers make ({@link #recompute()} returns it).
      */
     synchronized void estimateSaving() {
         estimating = true;
@@ -143,26 +142,20 @@ final class CheckpointTape {
         return saving;
     }
 
-    /**
-     * Returns the count the last recomputation ended, once, or null.
-     *
-     * @return the count of the forward passes that recomputation covered
-     */
-    synchronized CheckpointSaving takeSaving() {
-        CheckpointSaving taken = lastSaving;
-        lastSaving = null;
-        return taken;
-    }
-
     /** How many segment runs were recomputed so far. */
     synchronized long getRecomputedSegments() {
         return recomputed;
     }
 
-    /** Recomputes every recorded segment run, the last first, and forgets them. */
-    synchronized void recompute() {
+    /**
+     * Recomputes every recorded segment run, the last first, and forgets them.
+     *
+     * @return the count of what the recomputed runs kept and dropped, where {@link
+     *     #estimateSaving()} asked for one; null otherwise
+     */
+    synchronized CheckpointSaving recompute() {
         if (runs.isEmpty()) {
-            return;
+            return null;
         }
         try {
             Set<NDArray> outputsLeft = Collections.newSetFromMap(new IdentityHashMap<>());
@@ -178,11 +171,11 @@ final class CheckpointTape {
                 }
                 release(run, outputsLeft);
             }
-            if (saving != null) {
-                lastSaving = saving;
-                saving = null;
+            CheckpointSaving counted = saving;
+            if (counted != null) {
                 estimating = false;
             }
+            return counted;
         } finally {
             discard();
         }

@@ -75,8 +75,7 @@ final class Checkpoints implements CheckpointControl {
     /** {@inheritDoc} */
     @Override
     public void recompute() {
-        tape.recompute();
-        CheckpointSaving saving = tape.takeSaving();
+        CheckpointSaving saving = tape.recompute();
         if (saving != null) {
             savingEstimate = saving.estimate();
             logger.info(
