@@ -216,6 +216,14 @@ final class CastingParameterStore extends ParameterStore {
         return castFloating(arrays, computePrecision, lowLayout);
     }
 
+    /**
+     * Casts floating arrays to the compute precision in the layout they have: the operands of an
+     * operation that is not a layer, such as an attention product.
+     */
+    NDList toCompute(NDList arrays) {
+        return castFloating(arrays, computePrecision, MemoryLayout.PRESERVE);
+    }
+
     /** Casts floating arrays to contiguous fp32, safe for any DJL operation. */
     NDList toFp32(NDList arrays) {
         return castFloating(arrays, Precision.FP32, MemoryLayout.CONTIGUOUS);

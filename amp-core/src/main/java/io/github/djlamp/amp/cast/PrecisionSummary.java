@@ -3,10 +3,12 @@ package io.github.djlamp.amp.cast;
 import ai.djl.nn.Block;
 import ai.djl.nn.ParallelBlock;
 import ai.djl.nn.Parameter;
+import ai.djl.nn.transformer.ScaledDotProductAttentionBlock;
 import ai.djl.util.Pair;
 import io.github.djlamp.amp.policy.BlockPaths;
 import io.github.djlamp.amp.policy.CastCategory;
 import io.github.djlamp.amp.policy.DefaultCastRules;
+import io.github.djlamp.amp.policy.KnownComposites;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
 import io.github.djlamp.amp.verify.KernelVerdict;
@@ -111,6 +113,20 @@ public final class PrecisionSummary {
         }
         for (Pair<String, Block> child : block.getChildren()) {
             visit(child.getValue(), BlockPaths.child(path, child.getKey()), policy, rows);
+        }
+        if (block instanceof ScaledDotProductAttentionBlock && KnownComposites.isMirrored(block)) {
+            boolean low =
+                    ShadowTree.lowProducts((ScaledDotProductAttentionBlock) block, path, policy);
+            rows.add(
+                    new Row(
+                            path.isEmpty()
+                                    ? "(attention products)"
+                                    : path + " (attention products)",
+                            block,
+                            low ? CastCategory.LOW : CastCategory.FP32,
+                            0,
+                            "attention's two matrix products, in the query projection's precision;"
+                                    + " softmax in fp32"));
         }
         if (block instanceof ParallelBlock
                 && ShadowTree.joinNeedsFp32((ParallelBlock) block, policy)) {

@@ -8,6 +8,8 @@ import ai.djl.nn.Block;
 import ai.djl.nn.Blocks;
 import ai.djl.nn.ParallelBlock;
 import ai.djl.nn.SequentialBlock;
+import ai.djl.nn.transformer.ScaledDotProductAttentionBlock;
+import ai.djl.nn.transformer.TransformerEncoderBlock;
 import ai.djl.training.ParameterStore;
 import ai.djl.util.Pair;
 import ai.djl.util.PairList;
@@ -19,7 +21,9 @@ import io.github.djlamp.amp.policy.DefaultCastRules;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.function.Function;
 
 /**
@@ -148,9 +152,21 @@ final class ShadowTree {
                     TrustBreadcrumb.of(block, path, category, policy));
         }
         List<Block> children = new ArrayList<>();
+        Map<String, Block> named = new LinkedHashMap<>();
         for (Pair<String, Block> child : block.getChildren()) {
             String childPath = BlockPaths.child(path, child.getKey());
-            children.add(builder.shadowOf(child.getValue(), childPath));
+            Block shadow = builder.shadowOf(child.getValue(), childPath);
+            children.add(shadow);
+            named.put(child.getKey(), shadow);
+        }
+        if (block instanceof ScaledDotProductAttentionBlock) {
+            ScaledDotProductAttentionBlock attention = (ScaledDotProductAttentionBlock) block;
+            return new AttentionShadow(
+                    attention, byName(named), lowProducts(attention, path, policy), path, release);
+        }
+        if (block instanceof TransformerEncoderBlock) {
+            return new TransformerEncoderShadow(
+                    (TransformerEncoderBlock) block, byName(named), path, release);
         }
         if (block instanceof SequentialBlock) {
             return new Sequential(release).addAll(builder.sequenceOf(block, path, children));
@@ -169,6 +185,35 @@ final class ShadowTree {
                         + block.getClass().getName()
                         + ") as a container, but djl-amp can only descend into SequentialBlock and"
                         + " ParallelBlock; override it as fp32, low or pass_through instead");
+    }
+
+    /**
+     * Returns whether an attention block's products compute in 16 bits: as its query projection
+     * does under the policy.
+     */
+    static boolean lowProducts(
+            ScaledDotProductAttentionBlock block, String path, PrecisionPolicy policy) {
+        for (Pair<String, Block> child : block.getChildren()) {
+            if ("queryProjection".equals(addedName(child.getKey()))) {
+                return policy.categoryOf(child.getValue(), BlockPaths.child(path, child.getKey()))
+                        == CastCategory.LOW;
+            }
+        }
+        return false;
+    }
+
+    /** The shadows of a block's children by the names DJL gave them, without their index prefix. */
+    private static Map<String, Block> byName(Map<String, Block> shadows) {
+        Map<String, Block> named = new LinkedHashMap<>();
+        for (Map.Entry<String, Block> e : shadows.entrySet()) {
+            named.put(addedName(e.getKey()), e.getValue());
+        }
+        return named;
+    }
+
+    /** The name a child was added under: DJL prefixes it with its position, two digits. */
+    private static String addedName(String childName) {
+        return childName.replaceFirst("^[0-9]+", "");
     }
 
     /**

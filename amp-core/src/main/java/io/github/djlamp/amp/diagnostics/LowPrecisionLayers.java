@@ -10,6 +10,7 @@ import ai.djl.nn.core.Linear;
 import ai.djl.util.Pair;
 import io.github.djlamp.amp.policy.BlockPaths;
 import io.github.djlamp.amp.policy.CastCategory;
+import io.github.djlamp.amp.policy.KnownComposites;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
 import java.util.ArrayList;
 import java.util.List;
@@ -69,6 +70,14 @@ final class LowPrecisionLayers {
             for (Pair<String, Block> child : block.getChildren()) {
                 String childPath = BlockPaths.child(path, child.getKey());
                 visit(child.getValue(), childPath, inputs, readsModelInput);
+            }
+            return outputShapes(block, path, inputs);
+        }
+        if (KnownComposites.isMirrored(block)) {
+            // a transformer block's layers all read arrays of its input's shape (B, S, E)
+            for (Pair<String, Block> child : block.getChildren()) {
+                String childPath = BlockPaths.child(path, child.getKey());
+                visit(child.getValue(), childPath, new Shape[] {inputs[0]}, false);
             }
             return outputShapes(block, path, inputs);
         }

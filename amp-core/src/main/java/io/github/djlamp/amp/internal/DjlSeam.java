@@ -5,6 +5,8 @@ import ai.djl.ndarray.NDList;
 import ai.djl.nn.LambdaBlock;
 import ai.djl.nn.ParallelBlock;
 import ai.djl.nn.norm.Dropout;
+import ai.djl.nn.transformer.ScaledDotProductAttentionBlock;
+import ai.djl.nn.transformer.TransformerEncoderBlock;
 import ai.djl.training.Trainer;
 import ai.djl.training.listener.SaveModelTrainingListener;
 import ai.djl.training.optimizer.Adam;
@@ -49,6 +51,12 @@ public final class DjlSeam {
                     new FieldSpec(ParallelBlock.class, "function", Function.class),
                     new FieldSpec(LambdaBlock.class, "lambda", Function.class),
                     new FieldSpec(Dropout.class, "rate", float.class),
+                    new FieldSpec(ScaledDotProductAttentionBlock.class, "embeddingSize", int.class),
+                    new FieldSpec(ScaledDotProductAttentionBlock.class, "headCount", int.class),
+                    new FieldSpec(
+                            TransformerEncoderBlock.class, "selfAttentionDropout", Dropout.class),
+                    new FieldSpec(
+                            TransformerEncoderBlock.class, "fullyConnectedDropout", Dropout.class),
                     new FieldSpec(SaveModelTrainingListener.class, "outputDir", String.class),
                     new FieldSpec(SaveModelTrainingListener.class, "onSaveModel", Consumer.class),
                     new FieldSpec(SaveModelTrainingListener.class, "epoch", int.class),
@@ -112,6 +120,36 @@ public final class DjlSeam {
      */
     public static float dropoutRate(Dropout block) {
         return (float) read(block, Dropout.class, "rate");
+    }
+
+    /**
+     * Returns the embedding size and head count of an attention block, which DJL keeps in private
+     * fields.
+     *
+     * @param block the block
+     * @return {embedding size, head count}
+     * @throws AmpException if this DJL version has no such fields
+     */
+    public static int[] attentionDimensions(ScaledDotProductAttentionBlock block) {
+        return new int[] {
+            (int) read(block, ScaledDotProductAttentionBlock.class, "embeddingSize"),
+            (int) read(block, ScaledDotProductAttentionBlock.class, "headCount")
+        };
+    }
+
+    /**
+     * Returns the two dropouts of a transformer encoder block, which DJL keeps in private fields
+     * and not among its children.
+     *
+     * @param block the block
+     * @return {the dropout after attention, the dropout after the feed-forward layers}
+     * @throws AmpException if this DJL version has no such fields
+     */
+    public static Dropout[] encoderDropouts(TransformerEncoderBlock block) {
+        return new Dropout[] {
+            (Dropout) read(block, TransformerEncoderBlock.class, "selfAttentionDropout"),
+            (Dropout) read(block, TransformerEncoderBlock.class, "fullyConnectedDropout")
+        };
     }
 
     /**

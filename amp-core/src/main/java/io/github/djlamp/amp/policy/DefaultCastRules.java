@@ -25,6 +25,9 @@ import java.util.function.Predicate;
  * <tr><th>block</th><th>category</th></tr>
  * <tr><td>{@code SequentialBlock} or {@code ParallelBlock}, or a subclass that keeps their
  *     forward (such as model-zoo {@code Mlp})</td><td>CONTAINER</td></tr>
+ * <tr><td>DJL's {@code TransformerEncoderBlock} and {@code ScaledDotProductAttentionBlock}
+ *     ({@link KnownComposites}): run layer by layer, attention products in 16 bits and softmax in
+ *     fp32</td><td>CONTAINER</td></tr>
  * <tr><td>a block implementing {@link LowPrecisionSafe}</td><td>LOW</td></tr>
  * <tr><td>{@code Convolution} (Conv1d, Conv2d, Conv3d)</td><td>LOW</td></tr>
  * <tr><td>{@code Deconvolution} (Conv1dTranspose, Conv2dTranspose)</td><td>FP32</td></tr>
@@ -37,7 +40,7 @@ import java.util.function.Predicate;
  * <tr><td>any other {@code LambdaBlock}</td><td>FP32</td></tr>
  * <tr><td>embeddings ({@code AbstractEmbedding})</td><td>FP32</td></tr>
  * <tr><td>recurrent layers ({@code RecurrentBlock}: RNN, GRU, LSTM)</td><td>FP32</td></tr>
- * <tr><td>blocks of {@code ai.djl.nn.transformer}</td><td>FP32</td></tr>
+ * <tr><td>other blocks of {@code ai.djl.nn.transformer}</td><td>FP32</td></tr>
  * <tr><td>any other block with children (opaque composite)</td><td>FP32</td></tr>
  * <tr><td>any other leaf</td><td>FP32</td></tr>
  * </table>
@@ -65,6 +68,11 @@ public final class DefaultCastRules {
                     new Rule(
                             "SequentialBlock or ParallelBlock: runs its children one by one",
                             DefaultCastRules::isPlainContainer,
+                            CastCategory.CONTAINER),
+                    new Rule(
+                            "DJL transformer block: run layer by layer, attention products in 16"
+                                    + " bits, softmax in fp32",
+                            KnownComposites::isMirrored,
                             CastCategory.CONTAINER),
                     AUTHORS_WORD,
                     new Rule(
@@ -207,14 +215,16 @@ public final class DefaultCastRules {
      */
     public static String bf16HazardIn(
             Block block, String path, java.util.function.BiPredicate<Block, String> trusted) {
-        boolean container = isPlainContainer(block);
+        boolean container = isPlainContainer(block) || KnownComposites.isMirrored(block);
         if (!container
                 && !(block instanceof LowPrecisionSafe)
                 && !trusted.test(block, path)
                 && categoryOf(block) == CastCategory.FP32) {
             return describe(block, path, reasonFor(block));
         }
-        if (container && block instanceof ParallelBlock && !hasKnownJoin((ParallelBlock) block)) {
+        if (block instanceof ParallelBlock
+                && isPlainContainer(block)
+                && !hasKnownJoin((ParallelBlock) block)) {
             return describe(block, path, "its join function is code of unknown content");
         }
         for (ai.djl.util.Pair<String, Block> child : block.getChildren()) {

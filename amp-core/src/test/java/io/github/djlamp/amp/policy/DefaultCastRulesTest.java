@@ -28,6 +28,7 @@ import ai.djl.nn.pooling.Pool;
 import ai.djl.nn.recurrent.GRU;
 import ai.djl.nn.recurrent.LSTM;
 import ai.djl.nn.recurrent.RNN;
+import ai.djl.nn.transformer.BertBlock;
 import ai.djl.nn.transformer.PointwiseFeedForwardBlock;
 import ai.djl.nn.transformer.ScaledDotProductAttentionBlock;
 import ai.djl.nn.transformer.TransformerEncoderBlock;
@@ -192,17 +193,27 @@ class DefaultCastRulesTest {
     }
 
     @Test
-    void transformerBlocksAreFp32() {
+    void djlsTransformerBlocksRunLayerByLayerAndTheirSubclassesAreOpaque() {
         assertCategory(
-                CastCategory.FP32,
+                CastCategory.CONTAINER,
                 new TransformerEncoderBlock(8, 2, 16, 0.1f, Activation::relu),
-                "transformer");
+                "layer by layer");
         assertCategory(
-                CastCategory.FP32,
+                CastCategory.CONTAINER,
                 ScaledDotProductAttentionBlock.builder()
                         .setEmbeddingSize(8)
                         .setHeadCount(2)
                         .build(),
+                "layer by layer");
+        // a subclass may compute otherwise: djl-amp does not know its forward
+        assertCategory(
+                CastCategory.FP32,
+                new TransformerEncoderBlock(8, 2, 16, 0.1f, Activation::relu) {},
+                "transformer");
+        // the rest of DJL's transformer package stays fp32 as a whole
+        assertCategory(
+                CastCategory.FP32,
+                BertBlock.builder().micro().setTokenDictionarySize(16).build(),
                 "transformer");
         // a SequentialBlock subclass that keeps its forward: its Linear layers can run low
         assertCategory(

@@ -1,0 +1,148 @@
+package io.github.djlamp.amp.cast;
+
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.types.DataType;
+import ai.djl.nn.Block;
+import ai.djl.nn.transformer.ScaledDotProductAttentionBlock;
+import ai.djl.util.PairList;
+import io.github.djlamp.amp.internal.DjlSeam;
+import java.util.Map;
+
+/**
+ * DJL's {@link ScaledDotProductAttentionBlock} run layer by layer, as PyTorch's autocast runs
+ * attention: the four projections as their stages decide (16 bits by default), the two attention
+ * products in the precision of the projections, and the softmax and its dropout in fp32, so that no
+ * 16-bit array reaches DJL's softmax (which terminates the JVM on a bf16 array). The arithmetic is
+ * DJL's, step for step: in fp32 the result is bitwise DJL's.
+ */
+final class AttentionShadow extends MirroredComposite {
+
+    private final long embeddingSize;
+    private final long headCount;
+    private final Block keyProjection;
+    private final Block queryProjection;
+    private final Block valueProjection;
+    private final Block resultProjection;
+    private final Block probabilityDropout;
+    private final boolean lowProducts;
+    private final String path;
+
+    /**
+     * @param lowProducts whether the attention products compute in the compute precision (as the
+     *     query projection does) or in fp32
+     */
+    AttentionShadow(
+            ScaledDotProductAttentionBlock original,
+            Map<String, Block> shadows,
+            boolean lowProducts,
+            String path,
+            IntermediateRelease release) {
+        super(original, release);
+        int[] dimensions = DjlSeam.attentionDimensions(original);
+        this.embeddingSize = dimensions[0];
+        this.headCount = dimensions[1];
+        this.keyProjection = child(original, shadows, "keyProjection");
+        this.queryProjection = child(original, shadows, "queryProjection");
+        this.valueProjection = child(original, shadows, "valueProjection");
+        this.resultProjection = child(original, shadows, "resultProjection");
+        this.probabilityDropout = child(original, shadows, "probabilityDropout");
+        this.lowProducts = lowProducts;
+        this.path = path;
+    }
+
+    @Override
+    NDList forwardMirrored(
+            CastingParameterStore store,
+            NDList inputs,
+            boolean training,
+            PairList<String, Object> params) {
+        long e = embeddingSize;
+        long b = inputs.head().getShape().get(0);
+        long n = headCount;
+        long h = e / n;
+        long from;
+        long to;
+        NDList keyInput;
+        NDList queryInput;
+        NDList valueInput;
+        if (inputs.size() < 3) {
+            from = inputs.head().getShape().get(1);
+            to = from;
+            keyInput = new NDList(inputs.head());
+            queryInput = keyInput;
+            valueInput = keyInput;
+        } else {
+            from = inputs.get(0).getShape().get(1);
+            to = inputs.get(1).getShape().get(1);
+            keyInput = new NDList(inputs.get(0));
+            queryInput = new NDList(inputs.get(1));
+            valueInput = new NDList(inputs.get(2));
+        }
+        NDArray mask =
+                inputs.size() == 2 || inputs.size() == 4 ? inputs.get(inputs.size() - 1) : null;
+
+        NDList keys = keyProjection.forward(store, keyInput, training, params);
+        NDList queries = queryProjection.forward(store, queryInput, training, params);
+        NDList values = valueProjection.forward(store, valueInput, training, params);
+        NDList keyHeads = products(store, heads(keys.head(), b, from, n, h));
+        NDList queryHeads = products(store, heads(queries.head(), b, to, n, h));
+        NDList valueHeads = products(store, heads(values.head(), b, from, n, h));
+        release.closeConsumed(new NDList(keys).addAll(queries).addAll(values), inputs);
+
+        NDArray scores = queryHeads.head().matMul(keyHeads.head().transpose(0, 1, 3, 2));
+        NDArray scaled = scores.mul(scores.getManager().create(1f / (float) Math.sqrt(h)));
+        release.closeConsumed(new NDList(scores).addAll(queryHeads).addAll(keyHeads), inputs);
+        if (mask != null) {
+            NDArray masked = scaled.add(maskOffset(mask, b, to, from));
+            release.closeConsumed(new NDList(scaled), inputs);
+            scaled = masked;
+        }
+        NDList fp32Scores = store.toFp32(new NDList(scaled));
+        NDArray probabilities = fp32Scores.head().softmax(3);
+        release.closeConsumed(new NDList(scaled).addAll(fp32Scores), inputs);
+        NDList dropped =
+                probabilityDropout.forward(store, new NDList(probabilities), training, null);
+        NDList weights = products(store, dropped);
+        release.closeConsumed(new NDList(probabilities).addAll(dropped), inputs, weights);
+
+        NDArray attended = weights.head().matMul(valueHeads.head());
+        NDArray embeddings = attended.transpose(0, 2, 1, 3).reshape(b, to, e);
+        release.closeConsumed(
+                new NDList(weights).addAll(valueHeads).addAll(new NDList(attended)), inputs);
+        NDList projected = resultProjection.forward(store, new NDList(embeddings), training, null);
+        release.closeConsumed(new NDList(embeddings), inputs, projected);
+        return projected;
+    }
+
+    /** (B, S, E) to (B, N, S, H), as DJL makes the heads. */
+    private static NDArray heads(NDArray projection, long b, long s, long n, long h) {
+        return projection.reshape(b, s, n, h).transpose(0, 2, 1, 3);
+    }
+
+    /** The operands of an attention product, in the products' precision. */
+    private NDList products(CastingParameterStore store, NDArray array) {
+        return products(store, new NDList(array));
+    }
+
+    private NDList products(CastingParameterStore store, NDList arrays) {
+        return lowProducts ? store.toCompute(arrays) : store.toFp32(arrays);
+    }
+
+    /** DJL's additive mask: 0 where the mask is 1, -100000 where it is 0; a 4-d mask as it is. */
+    private static NDArray maskOffset(NDArray mask, long b, long to, long from) {
+        if (mask.getShape().dimension() == 4) {
+            return mask;
+        }
+        NDArray expanded = mask.reshape(b, 1, to, from);
+        return expanded.toType(DataType.FLOAT32, false)
+                .mul(expanded.getManager().create(-1f))
+                .add(expanded.getManager().create(1f))
+                .mul(expanded.getManager().create(-100000f));
+    }
+
+    @Override
+    public String toString() {
+        return "attention(" + (path.isEmpty() ? "root" : path) + ")";
+    }
+}

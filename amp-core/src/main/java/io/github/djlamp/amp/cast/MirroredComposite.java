@@ -1,0 +1,82 @@
+package io.github.djlamp.amp.cast;
+
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.DataType;
+import ai.djl.ndarray.types.Shape;
+import ai.djl.nn.AbstractBlock;
+import ai.djl.nn.Block;
+import ai.djl.training.ParameterStore;
+import ai.djl.util.PairList;
+import java.util.Map;
+
+/**
+ * The shadow of a DJL block whose forward djl-amp knows ({@link
+ * io.github.djlamp.amp.policy.KnownComposites}): the same computation as DJL's forward, with the
+ * block's children replaced by their shadows, so that each layer inside computes in its own
+ * precision. Shares every block and parameter with the original and is only ever used for forward.
+ */
+abstract class MirroredComposite extends AbstractBlock {
+
+    protected final Block original;
+    protected final IntermediateRelease release;
+
+    MirroredComposite(Block original, IntermediateRelease release) {
+        this.original = original;
+        this.release = release;
+    }
+
+    /**
+     * Returns the shadow of {@code original}'s child {@code name}.
+     *
+     * @throws IllegalStateException when the block has no such child (another DJL version)
+     */
+    static Block child(Block original, Map<String, Block> shadows, String name) {
+        Block shadow = shadows.get(name);
+        if (shadow == null) {
+            throw new IllegalStateException(
+                    original.getClass().getName()
+                            + " has no child named '"
+                            + name
+                            + "' (children: "
+                            + shadows.keySet()
+                            + "): djl-amp's copy of its forward does not fit this DJL version;"
+                            + " override the class as fp32 in the precision policy");
+        }
+        return shadow;
+    }
+
+    @Override
+    protected final NDList forwardInternal(
+            ParameterStore parameterStore,
+            NDList inputs,
+            boolean training,
+            PairList<String, Object> params) {
+        if (!(parameterStore instanceof CastingParameterStore)) {
+            return original.forward(parameterStore, inputs, training, params);
+        }
+        return forwardMirrored((CastingParameterStore) parameterStore, inputs, training, params);
+    }
+
+    /** DJL's forward of the block, through the shadows of its children. */
+    abstract NDList forwardMirrored(
+            CastingParameterStore store,
+            NDList inputs,
+            boolean training,
+            PairList<String, Object> params);
+
+    @Override
+    public boolean isInitialized() {
+        return original.isInitialized();
+    }
+
+    @Override
+    public void initialize(NDManager manager, DataType dataType, Shape... inputShapes) {
+        // The original is initialized through the MixedPrecisionBlock, never through here.
+    }
+
+    @Override
+    public Shape[] getOutputShapes(Shape[] inputShapes) {
+        return original.getOutputShapes(inputShapes);
+    }
+}
