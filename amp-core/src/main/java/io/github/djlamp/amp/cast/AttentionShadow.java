@@ -7,6 +7,7 @@ import ai.djl.nn.Block;
 import ai.djl.nn.transformer.ScaledDotProductAttentionBlock;
 import ai.djl.util.PairList;
 import io.github.djlamp.amp.internal.DjlSeam;
+import io.github.djlamp.amp.policy.Precision;
 import java.util.Map;
 
 /**
@@ -90,6 +91,11 @@ final class AttentionShadow extends MirroredComposite {
         NDList valueHeads = products(store, heads(values.head(), b, from, n, h));
         release.closeConsumed(new NDList(keys).addAll(queries).addAll(values), inputs);
 
+        store.recordProduct(
+                path,
+                "(attention products)",
+                lowProducts ? store.computePrecision() : Precision.FP32,
+                2 * 2 * b * n * to * from * h);
         NDArray scores = queryHeads.head().matMul(keyHeads.head().transpose(0, 1, 3, 2));
         NDArray scaled = scores.mul(scores.getManager().create(1f / (float) Math.sqrt(h)));
         release.closeConsumed(new NDList(scores).addAll(queryHeads).addAll(keyHeads), inputs);

@@ -37,6 +37,8 @@ final class CastingParameterStore extends ParameterStore {
     private final boolean cachesWeights;
     private final boolean recomputedLater;
     private final CheckpointSaving saving;
+    // set for a device's first training forward only
+    private ArithmeticShare arithmetic;
 
     CastingParameterStore(
             ParameterStore delegate,
@@ -81,6 +83,26 @@ final class CastingParameterStore extends ParameterStore {
         this.cachesWeights = cachesWeights;
         this.recomputedLater = recomputedLater;
         this.saving = saving;
+        this.arithmetic = from.arithmetic;
+    }
+
+    /** Counts on {@code share} the arithmetic of the stages this forward runs. */
+    void countArithmetic(ArithmeticShare share) {
+        this.arithmetic = share;
+    }
+
+    /** Records a stage's arithmetic where this forward counts it. */
+    void recordArithmetic(String path, Block block, Precision ran, NDList inputs, NDList outputs) {
+        if (arithmetic != null) {
+            arithmetic.record(path, block, ran, inputs, outputs);
+        }
+    }
+
+    /** Records the arithmetic of a product that is not a layer's where this forward counts it. */
+    void recordProduct(String path, String what, Precision ran, long flops) {
+        if (arithmetic != null) {
+            arithmetic.recordProduct(path, what, ran, flops);
+        }
     }
 
     ParameterStore delegate() {

@@ -124,7 +124,6 @@ final class DevicePolicies {
         PrecisionPolicy concrete =
                 policy.isAuto() ? policy.resolveAuto(caps.getRecommended()) : policy;
         DeviceSupport.check(concrete, caps);
-        Fp32FallbackWarning.warnIfAny(original, concrete);
         return new Resolved(
                 concrete,
                 ShadowTree.build(

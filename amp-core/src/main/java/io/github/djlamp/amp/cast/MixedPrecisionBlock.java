@@ -20,7 +20,9 @@ import io.github.djlamp.amp.verify.KernelVerifier;
 import java.io.DataInputStream;
 import java.io.IOException;
 import java.util.List;
+import java.util.Map;
 import java.util.Objects;
+import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * A block that computes in 16 bits while its parameters stay fp32 masters.
@@ -50,6 +52,7 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
     private final Fp32Masters masters;
     private final TrainingLink trainingLink;
     private final Checkpoints checkpoints;
+    private final Map<Device, ArithmeticShare> arithmetic = new ConcurrentHashMap<>();
 
     /**
      * Wraps a block.
@@ -254,7 +257,16 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
                         lowLayout,
                         stepManager,
                         devices.verifier());
+        ArithmeticShare counting = null;
+        Device device = inputs.head().getDevice();
+        if (!arithmetic.containsKey(device)) {
+            counting = new ArithmeticShare(compute);
+            casting.countArithmetic(counting);
+        }
         NDList outputs = r.shadow().forward(casting, inputs, training, params);
+        if (counting != null && arithmetic.putIfAbsent(device, counting) == null) {
+            Fp32FallbackWarning.warnIfAny(original, r.policy(), counting);
+        }
         NDList fp32 = casting.toFp32(outputs);
         release.closeConsumed(outputs, inputs, fp32);
         return fp32;
@@ -274,6 +286,7 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
             checkpoints.apply(checkpoints.getSetting()); // the stages may have changed
             devices.forget();
             masters.forget();
+            arithmetic.clear();
             trainingLink.treeChanged();
         }
         return devices.get(device, manager);
@@ -309,6 +322,18 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
      */
     public List<KernelVerdict> getKernelVerdicts() {
         return ModelKernelVerdicts.of(original, devices.computePrecisions());
+    }
+
+    /**
+     * Returns how much of the model's arithmetic computed in 16 bits in its first forward on a
+     * device, unit by unit, counted from the shapes that ran.
+     *
+     * @param device the device
+     * @return the share, or null before the first forward on {@code device} and for a model that
+     *     computes in fp32 there
+     */
+    public ArithmeticShare getArithmeticShare(Device device) {
+        return arithmetic.get(device);
     }
 
     /**

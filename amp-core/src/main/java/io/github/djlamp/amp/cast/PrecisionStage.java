@@ -85,9 +85,13 @@ final class PrecisionStage extends AbstractBlock {
             PairList<String, Object> params) {
         return switch (category) {
             case LOW, TRUSTED -> forwardLow(casting, inputs, training, params);
-            case FP32 ->
-                    forwardAndReleaseCasts(
-                            casting.delegate(), casting.toFp32(inputs), inputs, training, params);
+            case FP32 -> {
+                NDList fp32 = casting.toFp32(inputs);
+                NDList outputs =
+                        forwardAndReleaseCasts(casting.delegate(), fp32, inputs, training, params);
+                casting.recordArithmetic(path, inner, Precision.FP32, inputs, outputs);
+                yield outputs;
+            }
             case PASS_THROUGH -> forwardPassThrough(casting, inputs, training, params);
             case CONTAINER ->
                     throw new IllegalStateException(
@@ -103,8 +107,11 @@ final class PrecisionStage extends AbstractBlock {
             PairList<String, Object> params) {
         KernelVerdict verdict = verdict(casting, inputs, training);
         if (verdict != null && !verdict.runsLowPrecision()) {
-            return forwardAndReleaseCasts(
-                    casting.delegate(), casting.toFp32(inputs), inputs, training, params);
+            NDList outputs =
+                    forwardAndReleaseCasts(
+                            casting.delegate(), casting.toFp32(inputs), inputs, training, params);
+            casting.recordArithmetic(path, inner, Precision.FP32, inputs, outputs);
+            return outputs;
         }
         CastingParameterStore low =
                 verdict == null ? casting : casting.withLayout(verdict.getLayout());
@@ -112,7 +119,9 @@ final class PrecisionStage extends AbstractBlock {
         if (pendingBreadcrumb != null && low.computePrecision() == Precision.BF16) {
             leaveBreadcrumb(cast);
         }
-        return forwardAndReleaseCasts(low, cast, inputs, training, params);
+        NDList outputs = forwardAndReleaseCasts(low, cast, inputs, training, params);
+        casting.recordArithmetic(path, inner, low.computePrecision(), inputs, outputs);
+        return outputs;
     }
 
     /** Runs on the inputs as they are, which may be bf16 outputs of the stage before. */

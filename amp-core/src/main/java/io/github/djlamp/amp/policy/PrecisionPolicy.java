@@ -85,7 +85,8 @@ public final class PrecisionPolicy {
 
     /**
      * Returns the preset of a name: {@code mixed_float16}, {@code mixed_bfloat16}, {@code float32}
-     * or {@code auto}, or the aliases {@code fp16}, {@code bf16}, {@code fp32}, in any case.
+     * or {@code auto}, or the aliases {@code fp16} and {@code float16}, {@code bf16} and {@code
+     * bfloat16}, {@code fp32}, in any case.
      *
      * @param name the name
      * @return the preset, without overrides

@@ -6,20 +6,22 @@ import java.util.Locale;
 
 /** The named policies a {@link PrecisionPolicy} starts from, with the names that select them. */
 enum Preset {
-    MIXED_FLOAT16("mixed_float16", Precision.FP16, "fp16"),
-    MIXED_BFLOAT16("mixed_bfloat16", Precision.BF16, "bf16"),
+    // the names a PyTorch user tries first (torch.float16, torch.bfloat16) select the mixed
+    // policies
+    MIXED_FLOAT16("mixed_float16", Precision.FP16, "fp16", "float16"),
+    MIXED_BFLOAT16("mixed_bfloat16", Precision.BF16, "bf16", "bfloat16"),
     FLOAT32("float32", Precision.FP32, "fp32"),
     /** Compute precision decided later from the device: see {@link PrecisionPolicy#resolveAuto}. */
-    AUTO("auto", null, null);
+    AUTO("auto", null);
 
     private final String policyName;
     private final Precision computePrecision;
-    private final String alias;
+    private final List<String> aliases;
 
-    Preset(String policyName, Precision computePrecision, String alias) {
+    Preset(String policyName, Precision computePrecision, String... aliases) {
         this.policyName = policyName;
         this.computePrecision = computePrecision;
-        this.alias = alias;
+        this.aliases = List.of(aliases);
     }
 
     String policyName() {
@@ -49,7 +51,7 @@ enum Preset {
     static Preset named(String name) {
         String key = name == null ? "" : name.trim().toLowerCase(Locale.ROOT);
         for (Preset preset : values()) {
-            if (preset.policyName.equals(key) || key.equals(preset.alias)) {
+            if (preset.policyName.equals(key) || preset.aliases.contains(key)) {
                 return preset;
             }
         }
@@ -62,9 +64,13 @@ enum Preset {
         List<String> names = new ArrayList<>();
         for (Preset preset : values()) {
             names.add(
-                    preset.alias == null
+                    preset.aliases.isEmpty()
                             ? preset.policyName
-                            : preset.policyName + " (alias " + preset.alias + ")");
+                            : preset.policyName
+                                    + " (alias"
+                                    + (preset.aliases.size() == 1 ? " " : "es ")
+                                    + String.join(", ", preset.aliases)
+                                    + ")");
         }
         return String.join(", ", names);
     }

@@ -4,6 +4,8 @@ import ai.djl.metric.Metrics;
 import ai.djl.training.Trainer;
 import ai.djl.training.listener.TrainingListener;
 import ai.djl.training.listener.TrainingListenerAdapter;
+import io.github.djlamp.amp.cast.ArithmeticShare;
+import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.scale.LossScaler;
 import java.util.ArrayList;
 import java.util.List;
@@ -150,21 +152,33 @@ public final class AmpTrainingListener extends TrainingListenerAdapter {
         }
         if (scaler.getConfig().isEnabled()) {
             logger.info(
-                    "djl-amp epoch {}: {} steps, {} skipped; loss scale {} (range {} to {})",
+                    "djl-amp epoch {}: {} steps, {} skipped; loss scale {} (range {} to {}); {}",
                     epoch,
                     steps,
                     skipped,
                     scaler.getScale(),
                     epochMinScale,
-                    epochMaxScale);
+                    epochMaxScale,
+                    arithmetic(trainer));
         } else {
             logger.info(
-                    "djl-amp epoch {}: {} steps in {} without loss scaling",
+                    "djl-amp epoch {}: {} steps without loss scaling; {}",
                     epoch,
                     steps,
-                    session.getPolicy().getComputePrecision().canonicalName());
+                    arithmetic(trainer));
         }
         startEpoch();
+    }
+
+    /** What the epoch computed in: the share of its arithmetic in 16 bits, as counted. */
+    private String arithmetic(Trainer trainer) {
+        if (session.getPolicy().getComputePrecision() == Precision.FP32) {
+            return "computed in fp32";
+        }
+        ArithmeticShare share = session.getBlock().getArithmeticShare(trainer.getDevices()[0]);
+        return share == null
+                ? "computed in " + session.getPolicy().getComputePrecision().canonicalName()
+                : share.toString();
     }
 
     /** {@inheritDoc} */

@@ -51,6 +51,9 @@ class PrecisionPolicyTest {
         assertEquals(PrecisionPolicy.mixedFloat16(), PrecisionPolicy.named("FP16"));
         assertEquals(PrecisionPolicy.mixedBfloat16(), PrecisionPolicy.named("Mixed_BFloat16"));
         assertEquals(PrecisionPolicy.mixedBfloat16(), PrecisionPolicy.named("bf16"));
+        // the names of torch.bfloat16 and torch.float16, what a PyTorch user tries first
+        assertEquals(PrecisionPolicy.mixedBfloat16(), PrecisionPolicy.named("bfloat16"));
+        assertEquals(PrecisionPolicy.mixedFloat16(), PrecisionPolicy.named("Float16"));
         assertEquals(PrecisionPolicy.float32(), PrecisionPolicy.named(" float32 "));
         assertEquals(PrecisionPolicy.float32(), PrecisionPolicy.named("fp32"));
         assertEquals(PrecisionPolicy.auto(), PrecisionPolicy.named("AUTO"));
@@ -64,7 +67,14 @@ class PrecisionPolicyTest {
         assertTrue(m.contains("Unknown precision policy 'half'"), m);
         for (String name :
                 new String[] {
-                    "mixed_float16", "mixed_bfloat16", "float32", "auto", "bf16", "fp16"
+                    "mixed_float16",
+                    "mixed_bfloat16",
+                    "float32",
+                    "auto",
+                    "bf16",
+                    "fp16",
+                    "bfloat16",
+                    "float16"
                 }) {
             assertTrue(m.contains(name), m);
         }

@@ -21,6 +21,7 @@ import ai.djl.nn.transformer.TransformerEncoderBlock;
 import ai.djl.training.GradientCollector;
 import ai.djl.training.ParameterStore;
 import ai.djl.util.Pair;
+import io.github.djlamp.amp.cast.ArithmeticShare;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
 import io.github.djlamp.amp.cast.PrecisionSummary;
 import io.github.djlamp.amp.policy.CastCategory;
@@ -213,6 +214,15 @@ class TransformerLayerByLayerTest {
                     low16.contains(
                             "01TransformerEncoderBlock/01selfAttention (attention products)"),
                     summary.toString());
+            ArithmeticShare share = wrapped.getArithmeticShare(Device.cpu());
+            // projections, feed-forward layers, attention products and the head: every product
+            assertEquals(1.0, share.getLowShare(), 1e-9, share.getUnits().toString());
+            long products = 0;
+            for (ArithmeticShare.Unit unit : share.getUnits()) {
+                products += unit.getPath().endsWith("(attention products)") ? unit.getFlops() : 0;
+            }
+            // two blocks, each two products of (4 x 2 heads) 8x8 by 8x8 matrices of head size 8
+            assertEquals(2 * 2 * 2 * (4 * 2) * 8 * 8 * 8, products, share.getUnits().toString());
             List<String> checked = new ArrayList<>();
             for (KernelVerdict verdict : wrapped.getKernelVerdicts()) {
                 checked.addAll(verdict.getPaths());

@@ -39,6 +39,10 @@ public final class CustomBlockScenario {
      * @param args variant and policy
      */
     public static void main(String[] args) {
+        if ("trainer".equals(args[0])) {
+            trainAsAUserDoes(args[1]);
+            return;
+        }
         boolean marked = "marked".equals(args[0]);
         // a class the user cannot change, vouched for in one line at the Amp.wrap call
         String policy =
@@ -64,8 +68,46 @@ public final class CustomBlockScenario {
             PrecisionSummary summary =
                     ((MixedPrecisionBlock) model).getPrecisionSummary(Device.cpu(), manager);
             System.out.println("lowShare " + summary.getLowShare());
+            System.out.println(
+                    "arithmetic " + ((MixedPrecisionBlock) model).getArithmeticShare(Device.cpu()));
         }
         return y.sum().getFloat();
+    }
+
+    /**
+     * The two lines in a stock DJL program: a trainer initialized before any forward, one epoch of
+     * EasyTrain.fit. The fallback WARN must come after the first step, from what it computed.
+     */
+    private static void trainAsAUserDoes(String policy) {
+        Block block =
+                new ai.djl.nn.SequentialBlock()
+                        .add(new GatedUnit())
+                        .add(Linear.builder().setUnits(4).build());
+        try (ai.djl.Model model = ai.djl.Model.newInstance("gated")) {
+            model.setBlock(Amp.wrap(block, policy));
+            ai.djl.training.DefaultTrainingConfig config =
+                    new ai.djl.training.DefaultTrainingConfig(ai.djl.training.loss.Loss.l2Loss())
+                            .optOptimizer(ai.djl.training.optimizer.Optimizer.adam().build())
+                            .addTrainingListeners(
+                                    ai.djl.training.listener.TrainingListener.Defaults.logging());
+            try (ai.djl.training.Trainer trainer =
+                    model.newTrainer(Amp.configure(config, model.getBlock()))) {
+                trainer.initialize(INPUT);
+                System.out.println("initialized");
+                NDManager manager = trainer.getManager();
+                Engine.getInstance().setRandomSeed(5);
+                ai.djl.training.dataset.ArrayDataset data =
+                        new ai.djl.training.dataset.ArrayDataset.Builder()
+                                .setData(manager.randomNormal(new Shape(16, 16)))
+                                .optLabels(manager.randomNormal(new Shape(16, 4)))
+                                .setSampling(4, false)
+                                .build();
+                ai.djl.training.EasyTrain.fit(trainer, 1, data, null);
+            } catch (java.io.IOException | ai.djl.translate.TranslateException e) {
+                throw new IllegalStateException(e);
+            }
+        }
+        System.out.println("OK");
     }
 
     /** out = linearA(x) * sigmoid(linearB(x)). */

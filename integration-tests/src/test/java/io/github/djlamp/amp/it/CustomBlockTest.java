@@ -34,11 +34,38 @@ class CustomBlockTest {
         System.out.println(out);
         assertEquals(value(out, "plain"), value(out, "amp"), "fp32, bit for bit");
         assertEquals("0.0", value(out, "lowShare"));
+        assertTrue(value(out, "arithmetic").startsWith("0.0% of"), out);
         assertTrue(out.contains("WARN"), out);
-        assertTrue(out.contains("little of this model computes in bfloat16"), out);
+        assertTrue(out.contains("little of this model's arithmetic ran in bfloat16"), out);
         assertTrue(out.contains("LowPrecisionSafe"), out);
         assertTrue(out.contains("GatedUnit"), "the summary names the block:\n" + out);
         assertTrue(out.contains("opaque composite"), "and says why it is fp32:\n" + out);
+    }
+
+    @Test
+    void inATrainerTheWarningComesAfterTheFirstStepCountedInArithmetic() throws Exception {
+        String out =
+                ForkedJvm.runOk(
+                        java.util.List.of(
+                                "-Xmx1g", "-Dorg.slf4j.simpleLogger.log.io.github.djlamp=info"),
+                        CustomBlockScenario.class,
+                        "trainer",
+                        "mixed_bfloat16");
+        System.out.println(out);
+        int initialized = out.indexOf("initialized");
+        int warning = out.indexOf("little of this model's arithmetic ran in bfloat16");
+        assertTrue(initialized >= 0 && warning > initialized, "warned after initialize:\n" + out);
+        // the unit's two 16x32 weights on 4 rows: 2 x 1024 x 4 FLOPs, estimated; the head's
+        // 4x32 linear layer on 4 rows exactly: 2 x 4 x 4 x 32
+        assertTrue(out.contains("01GatedUnit (GatedUnit, about 8.19 kFLOP)"), out);
+        assertTrue(out.contains("opaque composite"), out);
+        assertTrue(
+                out.contains("class:io.github.djlamp.amp.it.CustomBlockScenario$GatedUnit=trusted"),
+                out);
+        assertTrue(
+                out.contains(
+                        "steps without loss scaling; 11.1% of 9.22 kFLOP a forward in bfloat16"),
+                "the epoch line says how little ran in bf16:\n" + out);
     }
 
     @Test
@@ -53,6 +80,9 @@ class CustomBlockTest {
         assertNotEquals(value(out, "plain"), value(out, "amp"), "computed in bf16");
         assertEquals("1.0", value(out, "lowShare"));
         assertFalse(out.contains("little of this model"), out);
+        assertTrue(
+                value(out, "arithmetic").startsWith("100.0% of 8.19 kFLOP a forward in bfloat16"),
+                "all its arithmetic in 16 bits: two 32x16 weights on 4 rows, estimated:\n" + out);
     }
 
     @Test
@@ -67,5 +97,8 @@ class CustomBlockTest {
         assertNotEquals(value(out, "plain"), value(out, "amp"), "computed in bf16");
         assertEquals("1.0", value(out, "lowShare"));
         assertFalse(out.contains("little of this model"), out);
+        assertTrue(
+                value(out, "arithmetic").startsWith("100.0% of 8.19 kFLOP a forward in bfloat16"),
+                "all its arithmetic in 16 bits: two 32x16 weights on 4 rows, estimated:\n" + out);
     }
 }

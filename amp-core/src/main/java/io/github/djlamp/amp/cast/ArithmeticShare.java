@@ -1,0 +1,266 @@
+package io.github.djlamp.amp.cast;
+
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.types.Shape;
+import ai.djl.nn.Block;
+import ai.djl.nn.Parameter;
+import ai.djl.nn.convolutional.Convolution;
+import ai.djl.nn.core.Linear;
+import ai.djl.util.Pair;
+import io.github.djlamp.amp.policy.Precision;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.Comparator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+
+/**
+ * How much of a model's arithmetic computed in which precision in its first forward on a device:
+ * the floating-point operations of its matrix products (convolutions, linear layers, attention
+ * products, and the units djl-amp runs whole), counted from the shapes that ran.
+ *
+ * <p>Counted exactly for DJL's convolutions and linear layers (2 x output elements x weight
+ * elements per output channel) and attention products; for a unit djl-amp runs whole (a block of
+ * unknown content, a recurrent layer, a TorchScript module) estimated from its parameters: 2 x its
+ * matrix-shaped weight elements x the positions of its input (rows, tokens or pixels), which is
+ * exact for one linear map per position and an upper bound for strided convolutions inside.
+ * Elementwise work, normalization and pooling are not counted: they are not where 16 bits pay.
+ */
+public final class ArithmeticShare {
+
+    /** Below this share of the arithmetic in 16 bits, the first forward logs a warning. */
+    public static final double WARN_BELOW_LOW_SHARE = 0.5;
+
+    private final Precision compute;
+    private final Map<String, Unit> units = new LinkedHashMap<>();
+
+    ArithmeticShare(Precision compute) {
+        this.compute = compute;
+    }
+
+    /** Records what a stage ran: its arithmetic, counted or estimated, in {@code ran}. */
+    synchronized void record(
+            String path, Block block, Precision ran, NDList inputs, NDList outputs) {
+        long exact = exactFlops(block, inputs, outputs);
+        boolean estimated = exact < 0;
+        long flops = estimated ? estimatedFlops(block, inputs) : exact;
+        if (flops > 0) {
+            add(path, block.getClass().getSimpleName(), ran, flops, estimated);
+        }
+    }
+
+    /** Records a product that is not a layer's, such as attention's. */
+    synchronized void recordProduct(String path, String what, Precision ran, long flops) {
+        add(path, what, ran, flops, false);
+    }
+
+    private void add(String path, String what, Precision ran, long flops, boolean estimated) {
+        String key = (path.isEmpty() ? "(root)" : path) + (what.startsWith("(") ? " " + what : "");
+        Unit unit = units.get(key);
+        units.put(
+                key,
+                unit == null
+                        ? new Unit(key, what, ran, flops, estimated)
+                        : new Unit(key, what, ran, unit.flops + flops, estimated));
+    }
+
+    /** 2 x output elements x weight elements per output channel; -1 for a block of other kind. */
+    private static long exactFlops(Block block, NDList inputs, NDList outputs) {
+        if (!(block instanceof Linear || block instanceof Convolution) || outputs.isEmpty()) {
+            return -1;
+        }
+        long weight = 0;
+        long outChannels = 1;
+        for (Pair<String, Parameter> p : block.getParameters()) {
+            Parameter parameter = p.getValue();
+            if (parameter.getType() == Parameter.Type.WEIGHT && parameter.isInitialized()) {
+                Shape shape = parameter.getArray().getShape();
+                weight = shape.size();
+                outChannels = shape.get(0);
+            }
+        }
+        return weight == 0 ? -1 : 2 * outputs.head().getShape().size() * (weight / outChannels);
+    }
+
+    /** 2 x matrix-shaped weight elements x positions of the first input. */
+    private static long estimatedFlops(Block block, NDList inputs) {
+        if (inputs.isEmpty()) {
+            return 0;
+        }
+        long weights = 0;
+        for (Pair<String, Parameter> p : block.getParameters()) {
+            Parameter parameter = p.getValue();
+            if (parameter.isInitialized() && parameter.getArray().getShape().dimension() >= 2) {
+                weights += parameter.getArray().size();
+            }
+        }
+        return 2 * weights * positions(inputs.head());
+    }
+
+    /** Pixels of an image batch (N, C, ...), else the rows of (..., features). */
+    private static long positions(NDArray input) {
+        Shape shape = input.getShape();
+        if (shape.dimension() == 0) {
+            return 1;
+        }
+        long features = shape.dimension() >= 4 ? shape.get(1) : shape.tail();
+        return features == 0 ? 0 : shape.size() / features;
+    }
+
+    /**
+     * Returns the share of the counted arithmetic that ran in the 16-bit compute precision.
+     *
+     * @return 0 to 1; 0 when nothing was counted
+     */
+    public synchronized double getLowShare() {
+        long all = 0;
+        long low = 0;
+        for (Unit unit : units.values()) {
+            all += unit.flops;
+            low += unit.precision == compute ? unit.flops : 0;
+        }
+        return all == 0 ? 0 : (double) low / all;
+    }
+
+    /**
+     * Returns the floating-point operations counted in one forward.
+     *
+     * @return the total, counted and estimated together
+     */
+    public synchronized long getFlops() {
+        long all = 0;
+        for (Unit unit : units.values()) {
+            all += unit.flops;
+        }
+        return all;
+    }
+
+    /**
+     * Returns whether less than {@link #WARN_BELOW_LOW_SHARE} of the arithmetic ran in 16 bits.
+     *
+     * @return true for a model that gains little from its 16-bit policy
+     */
+    public boolean isMostlyFp32() {
+        return compute != Precision.FP32 && getFlops() > 0 && getLowShare() < WARN_BELOW_LOW_SHARE;
+    }
+
+    /**
+     * Returns the units that ran in fp32, the most arithmetic first.
+     *
+     * @return the units
+     */
+    public synchronized List<Unit> getFp32Units() {
+        List<Unit> fp32 = new ArrayList<>();
+        for (Unit unit : units.values()) {
+            if (unit.precision != compute) {
+                fp32.add(unit);
+            }
+        }
+        fp32.sort(Comparator.comparingLong((Unit u) -> u.flops).reversed());
+        return Collections.unmodifiableList(fp32);
+    }
+
+    /**
+     * Returns every unit counted, in the order they first ran.
+     *
+     * @return the units
+     */
+    public synchronized List<Unit> getUnits() {
+        return List.copyOf(units.values());
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public synchronized String toString() {
+        return String.format(
+                Locale.ROOT,
+                "%.1f%% of %s a forward in %s",
+                100 * getLowShare(),
+                format(getFlops()),
+                compute.canonicalName());
+    }
+
+    /** Floating-point operations in the unit that reads best: 1.23 GFLOP, 45.6 kFLOP, 789 FLOP. */
+    static String format(long flops) {
+        if (flops >= 1_000_000_000L) {
+            return String.format(Locale.ROOT, "%.2f GFLOP", flops / 1e9);
+        }
+        if (flops >= 1_000_000L) {
+            return String.format(Locale.ROOT, "%.2f MFLOP", flops / 1e6);
+        }
+        if (flops >= 1_000L) {
+            return String.format(Locale.ROOT, "%.2f kFLOP", flops / 1e3);
+        }
+        return flops + " FLOP";
+    }
+
+    /** One unit's arithmetic in one forward. */
+    public static final class Unit {
+        private final String path;
+        private final String what;
+        private final Precision precision;
+        private final long flops;
+        private final boolean estimated;
+
+        Unit(String path, String what, Precision precision, long flops, boolean estimated) {
+            this.path = path;
+            this.what = what;
+            this.precision = precision;
+            this.flops = flops;
+            this.estimated = estimated;
+        }
+
+        /**
+         * Returns the unit's path, with what it is for a product that is not a layer's.
+         *
+         * @return e.g. {@code 01TransformerEncoderBlock/01selfAttention (attention products)}
+         */
+        public String getPath() {
+            return path;
+        }
+
+        /**
+         * Returns the block's simple class name, or what the product is.
+         *
+         * @return e.g. {@code Linear}
+         */
+        public String getWhat() {
+            return what;
+        }
+
+        /**
+         * Returns the precision its arithmetic ran in.
+         *
+         * @return the precision
+         */
+        public Precision getPrecision() {
+            return precision;
+        }
+
+        /**
+         * Returns its floating-point operations in one forward.
+         *
+         * @return the count
+         */
+        public long getFlops() {
+            return flops;
+        }
+
+        /**
+         * Returns whether the count is estimated from parameters (a unit djl-amp runs whole).
+         *
+         * @return true for an estimate
+         */
+        public boolean isEstimated() {
+            return estimated;
+        }
+
+        @Override
+        public String toString() {
+            return path + " (" + what + ", " + (estimated ? "about " : "") + format(flops) + ")";
+        }
+    }
+}
