@@ -85,9 +85,12 @@ public final class ArithmeticShare {
         return weight == 0 ? -1 : 2 * outputs.head().getShape().size() * (weight / outChannels);
     }
 
-    /** 2 x matrix-shaped weight elements x positions of the first input. */
+    /**
+     * 2 x matrix-shaped weight elements x positions of the first input; 0 for a lookup (integer
+     * input: an embedding's table is read, not multiplied).
+     */
     private static long estimatedFlops(Block block, NDList inputs) {
-        if (inputs.isEmpty()) {
+        if (inputs.isEmpty() || inputs.head().getDataType().isInteger()) {
             return 0;
         }
         long weights = 0;

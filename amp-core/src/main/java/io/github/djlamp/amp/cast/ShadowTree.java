@@ -8,6 +8,8 @@ import ai.djl.nn.Block;
 import ai.djl.nn.Blocks;
 import ai.djl.nn.ParallelBlock;
 import ai.djl.nn.SequentialBlock;
+import ai.djl.nn.transformer.BertBlock;
+import ai.djl.nn.transformer.BertPretrainingBlock;
 import ai.djl.nn.transformer.ScaledDotProductAttentionBlock;
 import ai.djl.nn.transformer.TransformerEncoderBlock;
 import ai.djl.training.ParameterStore;
@@ -163,6 +165,17 @@ final class ShadowTree {
             ScaledDotProductAttentionBlock attention = (ScaledDotProductAttentionBlock) block;
             return new AttentionShadow(
                     attention, byName(named), lowProducts(attention, path, policy), path, release);
+        }
+        if (block instanceof BertBlock) {
+            return new BertShadow((BertBlock) block, byName(named), path, release);
+        }
+        if (block instanceof BertPretrainingBlock) {
+            Block bert = null;
+            for (Pair<String, Block> child : block.getChildren()) {
+                bert = "Bert".equals(addedName(child.getKey())) ? child.getValue() : bert;
+            }
+            return new BertPretrainingShadow(
+                    (BertPretrainingBlock) block, (BertBlock) bert, byName(named), path, release);
         }
         if (block instanceof TransformerEncoderBlock) {
             return new TransformerEncoderShadow(

@@ -7,6 +7,8 @@ import ai.djl.nn.ParallelBlock;
 import ai.djl.nn.SequentialBlock;
 import ai.djl.nn.convolutional.Convolution;
 import ai.djl.nn.core.Linear;
+import ai.djl.nn.transformer.BertBlock;
+import ai.djl.nn.transformer.BertPretrainingBlock;
 import ai.djl.util.Pair;
 import io.github.djlamp.amp.policy.BlockPaths;
 import io.github.djlamp.amp.policy.CastCategory;
@@ -71,6 +73,10 @@ final class LowPrecisionLayers {
                 String childPath = BlockPaths.child(path, child.getKey());
                 visit(child.getValue(), childPath, inputs, readsModelInput);
             }
+            return outputShapes(block, path, inputs);
+        }
+        if (block instanceof BertBlock || block instanceof BertPretrainingBlock) {
+            // its layers read shapes only its forward derives: reported as one unit here
             return outputShapes(block, path, inputs);
         }
         if (KnownComposites.isMirrored(block)) {

@@ -25,8 +25,8 @@ import java.util.function.Predicate;
  * <tr><th>block</th><th>category</th></tr>
  * <tr><td>{@code SequentialBlock} or {@code ParallelBlock}, or a subclass that keeps their
  *     forward (such as model-zoo {@code Mlp})</td><td>CONTAINER</td></tr>
- * <tr><td>DJL's {@code TransformerEncoderBlock} and {@code ScaledDotProductAttentionBlock}
- *     ({@link KnownComposites}): run layer by layer, attention products in 16 bits and softmax in
+ * <tr><td>DJL's {@code TransformerEncoderBlock}, {@code ScaledDotProductAttentionBlock}, {@code
+ *     BertBlock} and {@code BertPretrainingBlock} ({@link KnownComposites}): run layer by layer, attention products in 16 bits and softmax in
  *     fp32</td><td>CONTAINER</td></tr>
  * <tr><td>a block implementing {@link LowPrecisionSafe}</td><td>LOW</td></tr>
  * <tr><td>{@code Convolution} (Conv1d, Conv2d, Conv3d)</td><td>LOW</td></tr>

@@ -1,6 +1,8 @@
 package io.github.djlamp.amp.policy;
 
 import ai.djl.nn.Block;
+import ai.djl.nn.transformer.BertBlock;
+import ai.djl.nn.transformer.BertPretrainingBlock;
 import ai.djl.nn.transformer.ScaledDotProductAttentionBlock;
 import ai.djl.nn.transformer.TransformerEncoderBlock;
 import java.util.Set;
@@ -18,7 +20,11 @@ import java.util.Set;
 public final class KnownComposites {
 
     private static final Set<Class<?>> MIRRORED =
-            Set.of(ScaledDotProductAttentionBlock.class, TransformerEncoderBlock.class);
+            Set.of(
+                    ScaledDotProductAttentionBlock.class,
+                    TransformerEncoderBlock.class,
+                    BertBlock.class,
+                    BertPretrainingBlock.class);
 
     private KnownComposites() {}
 
@@ -27,8 +33,9 @@ public final class KnownComposites {
      * DJL's.
      *
      * @param block a block
-     * @return true for DJL's {@code TransformerEncoderBlock} and {@code
-     *     ScaledDotProductAttentionBlock} themselves, not their subclasses
+     * @return true for DJL's {@code TransformerEncoderBlock}, {@code
+     *     ScaledDotProductAttentionBlock}, {@code BertBlock} and {@code BertPretrainingBlock}
+     *     themselves, not their subclasses
      */
     public static boolean isMirrored(Block block) {
         return block != null && MIRRORED.contains(block.getClass());

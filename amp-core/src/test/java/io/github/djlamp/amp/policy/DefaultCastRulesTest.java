@@ -29,6 +29,7 @@ import ai.djl.nn.recurrent.GRU;
 import ai.djl.nn.recurrent.LSTM;
 import ai.djl.nn.recurrent.RNN;
 import ai.djl.nn.transformer.BertBlock;
+import ai.djl.nn.transformer.BertNextSentenceBlock;
 import ai.djl.nn.transformer.PointwiseFeedForwardBlock;
 import ai.djl.nn.transformer.ScaledDotProductAttentionBlock;
 import ai.djl.nn.transformer.TransformerEncoderBlock;
@@ -210,11 +211,12 @@ class DefaultCastRulesTest {
                 CastCategory.FP32,
                 new TransformerEncoderBlock(8, 2, 16, 0.1f, Activation::relu) {},
                 "transformer");
-        // the rest of DJL's transformer package stays fp32 as a whole
         assertCategory(
-                CastCategory.FP32,
+                CastCategory.CONTAINER,
                 BertBlock.builder().micro().setTokenDictionarySize(16).build(),
-                "transformer");
+                "layer by layer");
+        // the rest of DJL's transformer package stays fp32 as a whole: both heads end in logSoftmax
+        assertCategory(CastCategory.FP32, new BertNextSentenceBlock(), "transformer");
         // a SequentialBlock subclass that keeps its forward: its Linear layers can run low
         assertCategory(
                 CastCategory.CONTAINER,

@@ -1,0 +1,145 @@
+package io.github.djlamp.amp.pytorch;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import ai.djl.Device;
+import ai.djl.engine.Engine;
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.DataType;
+import ai.djl.ndarray.types.Shape;
+import ai.djl.nn.Block;
+import ai.djl.nn.Parameter;
+import ai.djl.nn.transformer.BertBlock;
+import ai.djl.nn.transformer.BertPretrainingBlock;
+import ai.djl.training.GradientCollector;
+import ai.djl.training.ParameterStore;
+import ai.djl.util.Pair;
+import io.github.djlamp.amp.cast.ArithmeticShare;
+import io.github.djlamp.amp.cast.MixedPrecisionBlock;
+import io.github.djlamp.amp.policy.PrecisionPolicy;
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+/**
+ * DJL's BertPretrainingBlock (DJL's TrainBertOnCode) runs layer by layer: its encoder blocks and
+ * pooling in 16 bits, embeddings and both heads (they end in logSoftmax) in fp32. djl-amp's copy of
+ * DJL's forward is checked against DJL's own, bitwise where nothing is cast.
+ */
+class BertLayerByLayerTest {
+
+    private static final int BATCH = 2;
+    private static final int SEQUENCE = 8;
+    private static final int MASKED = 2;
+    private static final int VOCABULARY = 32;
+
+    private static BertPretrainingBlock model() {
+        return new BertPretrainingBlock(
+                BertBlock.builder()
+                        .setTokenDictionarySize(VOCABULARY)
+                        .optEmbeddingSize(16)
+                        .optTransformerBlockCount(2)
+                        .optAttentionHeadCount(2)
+                        .optHiddenSize(32)
+                        .optMaxSequenceLength(SEQUENCE)
+                        .optHiddenDropoutProbability(0.1f));
+    }
+
+    private static NDList inputs(NDManager manager) {
+        Engine.getInstance().setRandomSeed(11);
+        NDArray tokens =
+                manager.randomInteger(0, VOCABULARY, new Shape(BATCH, SEQUENCE), DataType.INT32);
+        NDArray types = manager.zeros(new Shape(BATCH, SEQUENCE), DataType.INT32);
+        NDArray masks = manager.ones(new Shape(BATCH, SEQUENCE), DataType.INT32);
+        NDArray maskedIndices = manager.create(new int[] {1, 3, 2, 5}, new Shape(BATCH, MASKED));
+        return new NDList(tokens, types, masks, maskedIndices);
+    }
+
+    /** Both outputs and every gradient, flattened in parameter order. */
+    private static List<float[]> train(
+            Block block, Block original, NDList inputs, NDManager manager) {
+        ParameterStore store = new ParameterStore(manager, false);
+        List<float[]> result = new ArrayList<>();
+        try (NDManager step = manager.newSubManager();
+                GradientCollector collector = Engine.getInstance().newGradientCollector()) {
+            Engine.getInstance().setRandomSeed(3); // the same dropout masks in both runs
+            NDList outputs = block.forward(store, inputs, true);
+            NDArray loss = outputs.get(0).sum().add(outputs.get(1).mul(0.01f).sum());
+            collector.backward(loss);
+            for (NDArray output : outputs) {
+                result.add(output.toFloatArray());
+            }
+        }
+        for (Pair<String, Parameter> p : original.getParameters()) {
+            NDArray array = p.getValue().getArray();
+            if (array.hasGradient()) {
+                NDArray gradient = array.getGradient();
+                result.add(gradient.toFloatArray());
+                gradient.subi(gradient); // DJL never zeroes gradients
+            }
+        }
+        return result;
+    }
+
+    private static BertPretrainingBlock initialized(NDManager manager, NDList inputs) {
+        Engine.getInstance().setRandomSeed(5);
+        BertPretrainingBlock model = model();
+        model.initialize(manager, DataType.FLOAT32, inputs.getShapes());
+        return model;
+    }
+
+    @Test
+    void withNothingCastTheCopyOfDjlsForwardIsBitwiseDjls() {
+        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+            NDList inputs = inputs(manager);
+            BertPretrainingBlock model = initialized(manager, inputs);
+            List<float[]> djl = train(model, model, inputs, manager);
+            MixedPrecisionBlock wrapped =
+                    new MixedPrecisionBlock(
+                            model,
+                            PrecisionPolicy.parse(
+                                    "mixed_bfloat16[class:ai.djl.nn.core.Linear=fp32]"));
+            List<float[]> shadow = train(wrapped, model, inputs, manager);
+            assertEquals(djl.size(), shadow.size());
+            for (int i = 0; i < djl.size(); i++) {
+                assertArrayEquals(djl.get(i), shadow.get(i), "output or gradient " + i);
+            }
+        }
+    }
+
+    @Test
+    void underBfloat16TheEncoderComputesIn16BitsCloseToFp32() {
+        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+            NDList inputs = inputs(manager);
+            BertPretrainingBlock model = initialized(manager, inputs);
+            List<float[]> fp32 = train(model, model, inputs, manager);
+            MixedPrecisionBlock wrapped =
+                    new MixedPrecisionBlock(model, PrecisionPolicy.parse("mixed_bfloat16"));
+            List<float[]> low = train(wrapped, model, inputs, manager);
+            // the next-sentence log-probabilities and the masked-language log-probabilities
+            for (int output = 0; output < 2; output++) {
+                float[] expected = fp32.get(output);
+                float[] actual = low.get(output);
+                for (int i = 0; i < expected.length; i++) {
+                    assertEquals(
+                            expected[i], actual[i], 0.05 * Math.abs(expected[i]) + 0.05, "" + i);
+                }
+            }
+            ArithmeticShare share = wrapped.getArithmeticShare(Device.cpu());
+            System.out.println("BERT pretraining under mixed_bfloat16: " + share);
+            System.out.println("  fp32: " + share.getFp32Units());
+            // the encoder blocks and pooling in 16 bits; the heads' logSoftmax keeps them fp32
+            assertTrue(share.getLowShare() > 0.5, share.toString());
+            for (ArithmeticShare.Unit unit : share.getFp32Units()) {
+                assertTrue(
+                        unit.getPath().contains("BertMaskedLanguageModelBlock")
+                                || unit.getPath().contains("BertNextSentenceBlock"),
+                        "only the heads stay fp32 (an embedding is a lookup): " + unit);
+            }
+        }
+    }
+}
