@@ -211,9 +211,11 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
         }
         Precision compute = r.policy().getComputePrecision();
         boolean checkpointing = training && checkpoints.plan().isEnabled();
-        if (compute == Precision.FP32 && !checkpointing) {
+        if (compute == Precision.FP32 && !checkpointing && !release.isEnabled()) {
             return original.forward(parameterStore, inputs, training, params);
         }
+        // fp32 runs the shadow too, casting nothing, for the release: bitwise the original's
+        // results, without DJL's handle on every activation until the batch closes
         if (training) {
             // the step's manager (the batch's in EasyTrain) is closed after the step
             if (checkpointing) {

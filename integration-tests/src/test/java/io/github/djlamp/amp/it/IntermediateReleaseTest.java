@@ -75,11 +75,39 @@ class IntermediateReleaseTest {
                 released.activations <= 3, "wrapped with the release on: " + released.activations);
     }
 
+    /**
+     * A model wrapped with the float32 policy gets the release too, with plain DJL's results bit
+     * for bit: DJL keeps every BatchNorm output and residual sum until the batch closes.
+     */
+    @Test
+    void float32GetsTheReleaseWithPlainDjlsResults() {
+        Run plain = run(true, true, null);
+        Run wrapped = run(true, true, "float32");
+        assertArrayEquals(plain.output, wrapped.output, "the forward output");
+        assertEquals(plain.gradients.size(), wrapped.gradients.size());
+        for (int i = 0; i < plain.gradients.size(); i++) {
+            assertArrayEquals(plain.gradients.get(i), wrapped.gradients.get(i), "gradient " + i);
+        }
+        assertTrue(
+                plain.activations > 4 * RESIDUAL_UNITS,
+                "plain DJL keeps every activation: " + plain.activations);
+        assertTrue(
+                wrapped.activations <= 3,
+                "wrapped with float32, batch-sized arrays left after forward: "
+                        + wrapped.activations);
+    }
+
     private static Run run(boolean release) {
         return run(release, release);
     }
 
     private static Run run(boolean releaseWhenWrapped, boolean releaseDuringForward) {
+        return run(releaseWhenWrapped, releaseDuringForward, "mixed_bfloat16");
+    }
+
+    /** One training forward and backward; {@code policy} null for the block unwrapped. */
+    private static Run run(
+            boolean releaseWhenWrapped, boolean releaseDuringForward, String policy) {
         String before = System.getProperty(PROPERTY);
         System.setProperty(PROPERTY, Boolean.toString(releaseWhenWrapped));
         Engine.getInstance().setRandomSeed(5);
@@ -90,7 +118,7 @@ class IntermediateReleaseTest {
                         .setOutSize(10)
                         .build();
         try (Model model = Model.newInstance("release-" + releaseWhenWrapped, "PyTorch")) {
-            model.setBlock(Amp.wrap(block, "mixed_bfloat16"));
+            model.setBlock(policy == null ? block : Amp.wrap(block, policy));
             System.setProperty(PROPERTY, Boolean.toString(releaseDuringForward));
             DefaultTrainingConfig config =
                     new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss())
