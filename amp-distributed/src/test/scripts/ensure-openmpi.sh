@@ -6,7 +6,7 @@
 set -euo pipefail
 
 have_mpi() {
-    command -v mpirun >/dev/null 2>&1 && ldconfig -p 2>/dev/null | grep -q 'libmpi\.so'
+    command -v mpirun >/dev/null 2>&1 && ldconfig -p 2>/dev/null | grep 'libmpi\.so' >/dev/null
 }
 
 if have_mpi; then
