@@ -9,6 +9,7 @@
 module io.github.djlamp.amp.pytorch {
     requires transitive io.github.djlamp.amp;
     requires ai.djl.pytorch_engine;
+    requires com.sun.jna;
 
     exports io.github.djlamp.amp.pytorch;
 

@@ -76,6 +76,11 @@ final class DevicePolicies {
         resolved.clear();
     }
 
+    /** Returns the devices resolved so far. */
+    Set<Device> resolvedDevices() {
+        return resolved.keySet();
+    }
+
     /** Returns the engine layer, or null before the first use. */
     AmpBackend backend() {
         return backend;

@@ -13,6 +13,7 @@ import ai.djl.util.PairList;
 import io.github.djlamp.amp.cast.internal.TrainingLink;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
+import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.MemoryLayout;
 import io.github.djlamp.amp.verify.KernelVerdict;
 import io.github.djlamp.amp.verify.KernelVerification;
@@ -133,7 +134,24 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
         }
         devices = new DevicePolicies(original, policy, verification, release, checkpoints);
         masters = new Fp32Masters(original);
-        trainingLink = new TrainingLink(devices::castCache, checkpoints);
+        trainingLink =
+                new TrainingLink(
+                        devices::castCache, checkpoints, this::releaseFreedMemoryAfterChecks);
+    }
+
+    /**
+     * After a step in which kernel checks ran (the first, and the first at each new input shape):
+     * gives back what they made and freed, which the allocators would otherwise keep as the
+     * process's peak for the rest of training. One flag read on every other step.
+     */
+    private void releaseFreedMemoryAfterChecks() {
+        KernelVerifier verifier = devices.verifier();
+        AmpBackend backend = devices.backend();
+        if (verifier != null && backend != null && verifier.takeChecksRun()) {
+            for (Device device : devices.resolvedDevices()) {
+                backend.releaseFreedMemory(device);
+            }
+        }
     }
 
     /** The checkpointing setting changed: every device's shadow tree is built again. */

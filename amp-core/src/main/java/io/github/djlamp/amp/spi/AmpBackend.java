@@ -304,4 +304,14 @@ public interface AmpBackend {
         throw new UnsupportedOperationException(
                 getEngineName() + "'s engine layer cannot back-propagate a given gradient");
     }
+
+    /**
+     * Gives back to the system what the engine's allocators keep of memory that was allocated and
+     * freed (the C allocator's free lists on the CPU, the caching allocator's reserve on a GPU):
+     * called once after a step in which djl-amp's kernel checks ran, so that a memory limit need
+     * not fit what the checks made and freed. The default does nothing.
+     *
+     * @param device the device the checks ran on
+     */
+    default void releaseFreedMemory(Device device) {}
 }

@@ -247,6 +247,7 @@ public final class AmpSession implements AutoCloseable {
         SessionChecks.requireAttached(attached);
         scaledThisStep = false;
         attached.update();
+        block.getTrainingLink().afterStep();
     }
 
     /**

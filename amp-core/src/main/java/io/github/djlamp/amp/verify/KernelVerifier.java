@@ -18,6 +18,7 @@ import java.util.ArrayList;
 import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Function;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -46,6 +47,8 @@ public final class KernelVerifier {
     public static final String CPU_CURE = "ONEDNN_MAX_CPU_ISA=AVX2";
 
     private final AmpBackend backend;
+
+    private final AtomicBoolean checksRun = new AtomicBoolean();
 
     /**
      * Creates a verifier over an engine layer.
@@ -156,6 +159,7 @@ public final class KernelVerifier {
                         key,
                         () -> {
                             created[0] = true;
+                            checksRun.set(true);
                             return check(
                                     block,
                                     operation,
@@ -171,6 +175,16 @@ public final class KernelVerifier {
             report(verdict, path.isEmpty() ? "root" : path, created[0]);
         }
         return verdict;
+    }
+
+    /**
+     * Returns whether this verifier checked a kernel since the last call: what the check made and
+     * freed may then be given back to the system ({@code AmpBackend.releaseFreedMemory}).
+     *
+     * @return true once after one or more checks
+     */
+    public boolean takeChecksRun() {
+        return checksRun.getAndSet(false);
     }
 
     private void report(KernelVerdict verdict, String path, boolean first) {

@@ -464,4 +464,10 @@ public final class PtAmpBackend implements AmpBackend {
         String name = array.getName();
         return (name == null ? "unnamed" : name) + "' shape '" + array.getShape();
     }
+
+    /** {@inheritDoc} */
+    @Override
+    public void releaseFreedMemory(Device device) {
+        FreedMemory.release(device);
+    }
 }

@@ -26,6 +26,7 @@ public final class TrainingLink {
     private volatile BufferSnapshot bufferSnapshot;
     private volatile int treeVersion;
     private volatile Runnable beforeSave;
+    private final Runnable afterStep;
 
     /**
      * Creates the link of one block.
@@ -34,8 +35,29 @@ public final class TrainingLink {
      * @param checkpoints the block's activation checkpointing
      */
     public TrainingLink(Supplier<WeightCastCache> castCache, CheckpointControl checkpoints) {
+        this(castCache, checkpoints, () -> {});
+    }
+
+    /**
+     * Creates the link of one block.
+     *
+     * @param castCache where the block's weight cast cache is found (null before its first forward)
+     * @param checkpoints the block's activation checkpointing
+     * @param afterStep what the block does after each optimizer step (gives back the memory its
+     *     kernel checks freed)
+     */
+    public TrainingLink(
+            Supplier<WeightCastCache> castCache,
+            CheckpointControl checkpoints,
+            Runnable afterStep) {
         this.castCache = castCache;
         this.checkpoints = checkpoints;
+        this.afterStep = afterStep;
+    }
+
+    /** Runs the block's after-step action: the trainer glue calls it after each update. */
+    public void afterStep() {
+        afterStep.run();
     }
 
     /**
