@@ -15,6 +15,9 @@
 module io.github.djlamp.amp {
     requires transitive ai.djl.api;
     requires org.slf4j;
+    requires org.objectweb.asm;
+    requires org.objectweb.asm.tree;
+    requires org.objectweb.asm.tree.analysis;
 
     exports io.github.djlamp.amp;
     exports io.github.djlamp.amp.cast;

@@ -35,7 +35,9 @@ import java.util.function.Predicate;
  * <tr><td>{@code BatchNorm} (and GhostBatchNorm)</td><td>PASS_THROUGH</td></tr>
  * <tr><td>{@code Dropout}</td><td>PASS_THROUGH</td></tr>
  * <tr><td>{@code LayerNorm}</td><td>FP32</td></tr>
- * <tr><td>{@code LambdaBlock} named by DJL's activation, pooling or flatten factories</td>
+ * <tr><td>{@code LambdaBlock} whose function is verifiably DJL's activation, pooling or flatten
+ *     (its factories' blocks, method references such as {@code Activation::relu}; read from the
+ *     lambda's class file, never from the block's name: {@code KnownLambdas})</td>
  *     <td>PASS_THROUGH</td></tr>
  * <tr><td>any other {@code LambdaBlock}</td><td>FP32</td></tr>
  * <tr><td>embeddings ({@code AbstractEmbedding})</td><td>FP32</td></tr>

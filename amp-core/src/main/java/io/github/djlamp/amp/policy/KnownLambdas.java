@@ -1,88 +1,149 @@
 package io.github.djlamp.amp.policy;
 
+import ai.djl.nn.Activation;
+import ai.djl.nn.Blocks;
 import ai.djl.nn.LambdaBlock;
 import ai.djl.nn.ParallelBlock;
+import ai.djl.nn.pooling.Pool;
 import io.github.djlamp.amp.exception.AmpException;
 import io.github.djlamp.amp.internal.DjlSeam;
+import io.github.djlamp.amp.policy.LambdaSites.Use;
+import java.lang.reflect.Field;
+import java.lang.reflect.Modifier;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
 import java.util.Set;
+import java.util.function.Function;
 import java.util.function.Supplier;
+import org.objectweb.asm.Handle;
+import org.objectweb.asm.Opcodes;
+import org.objectweb.asm.Type;
 
 /**
- * The {@link LambdaBlock} names DJL's own factory methods give to lambdas that are safe to run on
- * 16-bit input as they are.
+ * The {@link LambdaBlock}s that are safe to run on 16-bit input as they are: those whose function
+ * is verifiably one of DJL's own element-wise activations, poolings or reshapes.
  *
- * <p>A lambda's function cannot be inspected, only its name. These names come from {@code
- * ai.djl.nn.Activation}, {@code ai.djl.nn.pooling.Pool} and {@code ai.djl.nn.Blocks}; every one of
- * them is an element-wise activation, a pooling or a reshape, and none calls softmax or log-softmax
- * (which terminate the JVM on bf16 arrays in DJL's PyTorch engine). Left out on purpose: {@link
- * LambdaBlock#DEFAULT_NAME} ({@code anonymous}, any user lambda), {@code ones} from {@code
- * Blocks.onesBlock} (makes new arrays of a fixed type rather than transforming its input), the
- * class-derived names {@code LambdaBlock.singleton(Function)} gives, {@code avgPool3d} (PyTorch
- * 2.7.1 has no bf16 CPU kernel for it: "avg_pool3d_out_frame not implemented for 'BFloat16'") and
- * {@code lpPool3d}/{@code globalLpPool3d} (DJL's PyTorch engine does not support them at all). A
- * user lambda that takes one of these names is trusted to behave like DJL's.
+ * <p>A LambdaBlock's name proves nothing: a user's {@code new LambdaBlock(x -> softmax(x), "ReLU")}
+ * carries DJL's name for ReLU, and softmax on a bf16 array terminates the JVM in DJL's PyTorch
+ * engine. What is verified is the function object: {@link LambdaSites} reads the class file of the
+ * class that wrote the lambda and gives the lambda sites that may have made it; the block is known
+ * only when every one of them calls a function in the tables below. That covers
  *
- * <p>Every name listed was checked with DJL 0.35.1 and PyTorch 2.7.1 on CPU (0.36.0 has the same
- * code): the block run forward and backward, in training and in inference, on a bf16 input made by
- * the engine backend; each returned bf16, close to its fp32 result, with gradients reaching the
- * fp32 input.
+ * <ul>
+ *   <li>method references to DJL's functions written anywhere, the d2l-java style: {@code
+ *       seq.add(Activation::relu)}, {@code new LambdaBlock(Activation::gelu)}, {@code
+ *       seq.addSingleton(Activation::relu)}, {@code LambdaBlock.singleton(Pool::globalAvgPool2d)}.
+ *       Such a lambda calls the function with its argument and does nothing else;
+ *   <li>the lambdas DJL's factories write ({@code Activation.leakyReluBlock(a)}, {@code
+ *       Pool.maxPool2dBlock(k)}, {@code Blocks.batchFlattenBlock(n)}, ...), recognised by their
+ *       synthetic method ({@code lambda$maxPool2dBlock$1}) in DJL's own class, the class whose nest
+ *       the lambda belongs to. {@code Activation.reluBlock()} and its like are method references,
+ *       as above;
+ *   <li>{@code LambdaBlock.singleton(f)}'s wrapper (its lambda in DJL's LambdaBlock), known when
+ *       the function it wraps is.
+ * </ul>
+ *
+ * <p>The DJL functions listed pass no data type to native code in DJL's PyTorch engine: their
+ * {@code PtNDArrayEx} methods call {@code JniUtils.relu}, {@code sigmoid}, {@code tanh}, {@code
+ * softPlus}, {@code softSign}, {@code leakyRelu}, {@code elu}, {@code selu}, {@code gelu} and the
+ * pooling calls with the array's handle only; swish, mish and relu6 combine those with scalar
+ * arithmetic, batchFlatten is a reshape. Each was run forward and backward, training and inference,
+ * on a bf16 input made by the engine backend (DJL 0.35.1 and 0.36.0, PyTorch 2.7.1, CPU): each
+ * returned bf16, close to its fp32 result, with gradients reaching the fp32 input.
+ *
+ * <p>Three of DJL's pooling lambdas stay fp32: {@code avgPool3d} (PyTorch 2.7.1 has no bf16 CPU
+ * kernel: "avg_pool3d_out_frame not implemented for 'BFloat16'"), {@code lpPool3d} and {@code
+ * globalLpPool3d} (DJL's PyTorch engine does not support them at all). Their lambdas capture the
+ * same types as their 1d and 2d siblings', so the site analysis cannot tell them apart: among
+ * candidate sites that are all DJL's own, the block's name, set by the DJL factory that made it,
+ * picks the one. A name is never trusted where any candidate is not DJL's.
+ *
+ * <p>Left out (fp32): a lambda of unknown content (any user lambda expression, a method reference
+ * to a user's method, a capturing lambda wrapping a DJL call such as {@code x ->
+ * Activation.leakyRelu(x, a)}), {@code Blocks.onesBlock} (makes new arrays of a fixed type rather
+ * than transforming its input), and a DJL function written in a class that also writes a lambda of
+ * unknown content that may reach the same place: with {@code .add(Activation::relu)} and {@code
+ * .add(x -> custom(x))} in one class both are fp32, as their objects cannot be told apart on JDK 17
+ * (a join passed to {@code new ParallelBlock(...)} does not count: its destination is known).
+ * {@code Activation.reluBlock()}, or the user's lambda in a class of its own, avoids that.
  */
 final class KnownLambdas {
 
-    /** Names from {@code Activation.*Block()}. Case matters: these are DJL's exact strings. */
-    private static final Set<String> ACTIVATIONS =
-            Set.of(
-                    "ReLU",
-                    "ReLU6",
-                    "sigmoid",
-                    "Tanh",
-                    "softPlus",
-                    "softSign",
-                    "LeakyReLU",
-                    "ELU",
-                    "SELU",
-                    "GELU",
-                    "Swish",
-                    "Mish");
+    /**
+     * What a known implementation method is.
+     *
+     * @param label the name DJL's factory gives the block that runs it
+     * @param bf16Kernel false for a DJL function with no bf16 kernel or no PyTorch support
+     * @param wrapper whether it is {@code LambdaBlock.singleton}'s wrapper, known by what it wraps
+     */
+    private record Known(String label, boolean bf16Kernel, boolean wrapper) {}
 
-    /** Names from {@code Pool.*Block(...)}. */
-    private static final Set<String> POOLING =
-            Set.of(
-                    "maxPool1d",
-                    "maxPool2d",
-                    "maxPool3d",
-                    "globalMaxPool1d",
-                    "globalMaxPool2d",
-                    "globalMaxPool3d",
-                    "avgPool1d",
-                    "avgPool2d",
-                    "globalAvgPool1d",
-                    "globalAvgPool2d",
-                    "globalAvgPool3d",
-                    "lpPool1d",
-                    "lpPool2d",
-                    "globalLpPool1d",
-                    "globalLpPool2d");
+    private static final String NDLIST = "Lai/djl/ndarray/NDList;";
+    private static final String NDARRAY = "Lai/djl/ndarray/NDArray;";
+    private static final String ON_LIST = "(" + NDLIST + ")" + NDLIST;
+    private static final String ON_ARRAY = "(" + NDARRAY + ")" + NDARRAY;
+    private static final String LAMBDA_PREFIX = "lambda$";
 
-    /** Names from {@code Blocks.batchFlattenBlock(...)} and {@code Blocks.identityBlock()}. */
-    private static final Set<String> RESHAPES = Set.of("batchFlatten", "identity");
+    /** DJL's public static functions a method reference may name: "owner.name(desc)". */
+    private static final Map<String, Known> FUNCTIONS = new HashMap<>();
 
     /**
-     * Model-zoo classes of DJL whose own unnamed lambdas are all {@code Activation::relu} or {@code
-     * Activation::sigmoid} (read from their sources): they add activations through {@code
-     * SequentialBlock.add(Function)}, and Mlp's default activation is {@code Activation::relu}. A
-     * lambda written in another class (a user's activation passed to Mlp) is not covered.
+     * The lambdas DJL's factories write, by "owner.enclosingMethod" of the synthetic method javac
+     * names {@code lambda$enclosingMethod$N}.
      */
-    private static final Set<String> ACTIVATION_ONLY_CAPTURERS =
-            Set.of(
-                    "ai.djl.basicmodelzoo.cv.classification.ResNetV1",
-                    "ai.djl.basicmodelzoo.basic.Mlp",
-                    "ai.djl.basicmodelzoo.cv.classification.AlexNet",
-                    "ai.djl.basicmodelzoo.cv.classification.VGG",
-                    "ai.djl.basicmodelzoo.cv.classification.NiN",
-                    "ai.djl.basicmodelzoo.cv.classification.GoogLeNet",
-                    "ai.djl.basicmodelzoo.cv.classification.SqueezeNet",
-                    "ai.djl.basicmodelzoo.cv.classification.LeNet");
+    private static final Map<String, Known> FACTORY_LAMBDAS = new HashMap<>();
+
+    /** The DJL classes whose lambdas {@link #FACTORY_LAMBDAS} lists. */
+    private static final Set<Class<?>> FACTORY_CLASSES =
+            Set.of(Activation.class, Pool.class, Blocks.class, LambdaBlock.class);
+
+    static {
+        String activation = Type.getInternalName(Activation.class);
+        String pool = Type.getInternalName(Pool.class);
+        String blocks = Type.getInternalName(Blocks.class);
+        String[][] activations = {
+            {"relu", "ReLU"},
+            {"relu6", "ReLU6"},
+            {"sigmoid", "sigmoid"},
+            {"tanh", "Tanh"},
+            {"softPlus", "softPlus"},
+            {"softSign", "softSign"},
+            {"selu", "SELU"},
+            {"gelu", "GELU"},
+            {"mish", "Mish"}
+        };
+        for (String[] a : activations) {
+            function(activation, a[0], ON_LIST, a[1]);
+            function(activation, a[0], ON_ARRAY, a[1]);
+        }
+        for (String global :
+                List.of(
+                        "globalMaxPool1d",
+                        "globalMaxPool2d",
+                        "globalMaxPool3d",
+                        "globalAvgPool1d",
+                        "globalAvgPool2d",
+                        "globalAvgPool3d")) {
+            function(pool, global, ON_ARRAY, global);
+        }
+        function(blocks, "batchFlatten", ON_ARRAY, "batchFlatten");
+
+        factoryLambda(activation, "leakyReluBlock", "LeakyReLU", true);
+        factoryLambda(activation, "eluBlock", "ELU", true);
+        factoryLambda(activation, "swishBlock", "Swish", true);
+        for (String kind : List.of("maxPool", "avgPool", "lpPool", "globalLpPool")) {
+            factoryLambda(pool, kind + "1dBlock", kind + "1d", true);
+            factoryLambda(pool, kind + "2dBlock", kind + "2d", true);
+            factoryLambda(pool, kind + "3dBlock", kind + "3d", "maxPool".equals(kind));
+        }
+        factoryLambda(blocks, "batchFlattenBlock", "batchFlatten", true);
+        factoryLambda(blocks, "identityBlock", "identity", true);
+        FACTORY_LAMBDAS.put(
+                Type.getInternalName(LambdaBlock.class) + ".singleton",
+                new Known("singleton", true, true));
+    }
 
     /**
      * Model-zoo classes of DJL whose ParallelBlock join functions are known (read from their
@@ -98,19 +159,22 @@ final class KnownLambdas {
 
     private KnownLambdas() {}
 
-    /** Returns whether {@code lambda} carries one of DJL's known-safe names. */
+    private static void function(String owner, String name, String descriptor, String label) {
+        FUNCTIONS.put(owner + "." + name + descriptor, new Known(label, true, false));
+    }
+
+    private static void factoryLambda(
+            String owner, String factory, String label, boolean bf16Kernel) {
+        FACTORY_LAMBDAS.put(owner + "." + factory, new Known(label, bf16Kernel, false));
+    }
+
+    /**
+     * Returns whether {@code lambda}'s function is verifiably one of DJL's functions that run on
+     * 16-bit input as they are.
+     */
     static boolean isPassThrough(LambdaBlock lambda) {
-        String name = lambda.getName();
-        if (name != null
-                && (ACTIVATIONS.contains(name)
-                        || POOLING.contains(name)
-                        || RESHAPES.contains(name))) {
-            return true;
-        }
-        return LambdaBlock.DEFAULT_NAME.equals(name)
-                && writtenIn(
-                        functionOf(() -> DjlSeam.lambdaFunction(lambda)),
-                        ACTIVATION_ONLY_CAPTURERS);
+        Object function = functionOf(() -> DjlSeam.lambdaFunction(lambda));
+        return function != null && isKnown(function, Use.LAMBDA_BLOCK, lambda.getName());
     }
 
     /**
@@ -119,6 +183,81 @@ final class KnownLambdas {
      */
     static boolean isKnownJoin(ParallelBlock block) {
         return writtenIn(functionOf(() -> DjlSeam.parallelJoin(block)), JOIN_CAPTURERS);
+    }
+
+    /**
+     * Whether every site that may have made {@code function} and handed it to {@code destination}
+     * runs a known DJL function with a bf16 kernel; {@code blockName} chooses among candidates that
+     * are all DJL's own.
+     */
+    private static boolean isKnown(Object function, Use destination, String blockName) {
+        List<LambdaSites.Site> candidates = LambdaSites.candidates(function, destination);
+        if (candidates == null) {
+            return false;
+        }
+        Class<?> capturing = LambdaSites.capturingClass(function.getClass());
+        Set<Known> known = new HashSet<>();
+        for (LambdaSites.Site site : candidates) {
+            Known k = known(site.implementation(), capturing);
+            if (k == null) {
+                return false;
+            }
+            known.add(k);
+        }
+        if (known.stream().allMatch(Known::wrapper)) {
+            Object wrapped = wrappedFunction(function);
+            return wrapped != null && isKnown(wrapped, Use.SINGLETON, blockName);
+        }
+        if (known.stream().anyMatch(Known::wrapper)) {
+            return false;
+        }
+        return known.stream().allMatch(Known::bf16Kernel)
+                || known.stream().anyMatch(k -> k.bf16Kernel() && k.label().equals(blockName));
+    }
+
+    /** What the method {@code implementation} is, for a lambda written in {@code capturing}. */
+    private static Known known(Handle implementation, Class<?> capturing) {
+        if (implementation.getTag() != Opcodes.H_INVOKESTATIC) {
+            return null;
+        }
+        String owner = implementation.getOwner();
+        String name = implementation.getName();
+        Known function = FUNCTIONS.get(owner + "." + name + implementation.getDesc());
+        if (function != null) {
+            return function;
+        }
+        // javac puts a lambda's body in the class that wrote it, named lambda$<enclosing>$<n>
+        int end = name.lastIndexOf('$');
+        if (!FACTORY_CLASSES.contains(capturing)
+                || !owner.equals(Type.getInternalName(capturing))
+                || !name.startsWith(LAMBDA_PREFIX)
+                || end <= LAMBDA_PREFIX.length()) {
+            return null;
+        }
+        return FACTORY_LAMBDAS.get(owner + "." + name.substring(LAMBDA_PREFIX.length(), end));
+    }
+
+    /** The one function {@code LambdaBlock.singleton}'s wrapper captured, or null. */
+    private static Object wrappedFunction(Object wrapper) {
+        Field only = null;
+        for (Field field : wrapper.getClass().getDeclaredFields()) {
+            if (Modifier.isStatic(field.getModifiers())) {
+                continue;
+            }
+            if (only != null || field.getType() != Function.class) {
+                return null;
+            }
+            only = field;
+        }
+        if (only == null) {
+            return null;
+        }
+        try {
+            only.setAccessible(true);
+            return only.get(wrapper);
+        } catch (ReflectiveOperationException | RuntimeException e) {
+            return null;
+        }
     }
 
     /** Reads a function through the seam; null (unknown: not trusted) where DJL lacks its field. */

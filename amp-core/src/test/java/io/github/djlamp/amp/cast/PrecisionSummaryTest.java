@@ -17,6 +17,7 @@ import ai.djl.nn.pooling.Pool;
 import io.github.djlamp.amp.policy.CastCategory;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
 import java.util.List;
+import java.util.function.Function;
 import org.junit.jupiter.api.Test;
 
 /** The per-unit summary says what stays fp32 and why, joins included. */
@@ -47,23 +48,40 @@ class PrecisionSummaryTest {
         assertEquals(0, PrecisionSummary.of(model, PrecisionPolicy.mixedFloat16()).getFp32Units());
     }
 
+    /** A LeNet as d2l-java writes it, with the activations {@code act} makes. */
+    private static Block leNet(Function<NDList, NDList> act) {
+        return new SequentialBlock()
+                .add(Conv2d.builder().setFilters(6).setKernelShape(new Shape(5, 5)).build())
+                .add(act)
+                .add(Pool.maxPool2dBlock(new Shape(2, 2), new Shape(2, 2)))
+                .add(Conv2d.builder().setFilters(16).setKernelShape(new Shape(5, 5)).build())
+                .add(act)
+                .add(Blocks.batchFlattenBlock())
+                .add(Linear.builder().setUnits(10).build());
+    }
+
     @Test
-    void activationLambdasOfAUsersClassAreFp32IslandsBetween16BitLayers() {
+    void methodReferencesToDjlActivationsMakeNoFp32Island() {
         // as d2l-java writes its networks: the activations are method references in its own class
-        Block d2lStyle =
-                new SequentialBlock()
-                        .add(Conv2d.builder().setFilters(6).setKernelShape(new Shape(5, 5)).build())
-                        .add(ai.djl.nn.Activation::sigmoid)
-                        .add(Pool.maxPool2dBlock(new Shape(2, 2), new Shape(2, 2)))
-                        .add(
-                                Conv2d.builder()
-                                        .setFilters(16)
-                                        .setKernelShape(new Shape(5, 5))
-                                        .build())
-                        .add(ai.djl.nn.Activation::sigmoid)
-                        .add(Blocks.batchFlattenBlock())
-                        .add(Linear.builder().setUnits(10).build());
-        PrecisionSummary summary = PrecisionSummary.of(d2lStyle, PrecisionPolicy.mixedBfloat16());
+        PrecisionSummary summary =
+                PrecisionSummary.of(
+                        leNet(ai.djl.nn.Activation::sigmoid), PrecisionPolicy.mixedBfloat16());
+        assertEquals(List.of(), summary.getFp32Islands(), summary.toString());
+        assertEquals(0, summary.getFp32Units(), summary.toString());
+    }
+
+    /** A user's own activation, a lambda of unknown content, in a class of its own. */
+    static final class UserActivation {
+        static Function<NDList, NDList> sigmoid() {
+            return x -> ai.djl.nn.Activation.sigmoid(x);
+        }
+    }
+
+    @Test
+    void activationLambdasOfUnknownContentAreFp32IslandsBetween16BitLayers() {
+        PrecisionSummary summary =
+                PrecisionSummary.of(
+                        leNet(UserActivation.sigmoid()), PrecisionPolicy.mixedBfloat16());
         assertEquals(List.of("02LambdaBlock", "05LambdaBlock"), summary.getFp32Islands());
         Block named =
                 new SequentialBlock()

@@ -130,8 +130,7 @@ class DefaultCastRulesTest {
                         new LambdaBlock(x -> x, LambdaBlock.DEFAULT_NAME),
                         new LambdaBlock(
                                 x -> new NDList(x.singletonOrThrow().softmax(-1)), "softmax"),
-                        new LambdaBlock(
-                                x -> x, "relu"), // DJL spells it "ReLU": names match exactly
+                        new LambdaBlock(x -> x, "ReLU"), // a name is not a function
                         LambdaBlock.singleton(a -> a),
                         Blocks.onesBlock(shapes, new String[] {"ones"}),
                         // DJL names, left out: no bf16 CPU kernel / unsupported by the engine

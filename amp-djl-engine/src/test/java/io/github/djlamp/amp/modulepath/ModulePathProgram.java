@@ -15,13 +15,15 @@ import ai.djl.training.optimizer.Optimizer;
 import ai.djl.training.tracker.Tracker;
 import io.github.djlamp.amp.Amp;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
+import io.github.djlamp.amp.policy.DefaultCastRules;
 import io.github.djlamp.amp.spi.AmpBackends;
 import io.github.djlamp.amp.train.AmpSession;
 
 /**
  * A training program on the class path with djl-amp's modules on the module path (what {@link
  * ModulePathTest} starts): prints where each module was found, which packages amp-core exports, and
- * the steps a mixed_float16 training took.
+ * the steps a mixed_float16 training took, and how it categorizes a method reference to DJL's relu
+ * (read from this class's file).
  */
 public final class ModulePathProgram {
 
@@ -68,7 +70,13 @@ public final class ModulePathProgram {
                 new SequentialBlock()
                         .add(Linear.builder().setUnits(8).build())
                         .add(Activation.reluBlock())
+                        .add(Linear.builder().setUnits(8).build())
+                        .add(Activation::relu)
                         .add(Linear.builder().setUnits(1).build());
+        // amp-core, a named module, reads this class's file to know the method reference
+        System.out.println(
+                "Activation::relu: "
+                        + DefaultCastRules.categoryOf(net.getChildren().get(3).getValue()));
         try (Model model = Model.newInstance("module-path", "PyTorch")) {
             MixedPrecisionBlock block = Amp.wrap(net, "mixed_float16");
             model.setBlock(block);

@@ -18,14 +18,18 @@ import java.util.List;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
+import org.objectweb.asm.ClassReader;
+import org.objectweb.asm.tree.ClassNode;
+import org.objectweb.asm.tree.analysis.Analyzer;
 import org.slf4j.Logger;
 
 /**
  * amp-core's and amp-djl-engine's module descriptors at work: a JVM with both modules, DJL's api
  * and PyTorch engine and slf4j on the module path, and the rest of this test's class path (natives,
- * JNI jar, logger) on the class path, trains three mixed_float16 steps. The backend must come
- * through amp-djl-engine's {@code provides} (a named module's META-INF/services is ignored), and
- * amp-core must export exactly its API packages.
+ * JNI jar, logger) on the class path, trains three mixed_float16 steps. ASM, which amp-core
+ * requires, is on the module path too. The backend must come through amp-djl-engine's {@code
+ * provides} (a named module's META-INF/services is ignored), and amp-core must export exactly its
+ * API packages.
  */
 class ModulePathTest {
 
@@ -38,7 +42,10 @@ class ModulePathTest {
                         PtAmpBackend.class,
                         Engine.class,
                         PtEngine.class,
-                        Logger.class)) {
+                        Logger.class,
+                        ClassReader.class,
+                        ClassNode.class,
+                        Analyzer.class)) {
             modules.add(location(type));
         }
         List<String> classPath = new ArrayList<>();
@@ -88,6 +95,7 @@ class ModulePathTest {
                 output);
         assertTrue(output.contains("internal to the engine: true"), output);
         assertTrue(output.contains("steps taken: " + ModulePathProgram.STEPS), output);
+        assertTrue(output.contains("Activation::relu: PASS_THROUGH"), output);
     }
 
     private static Path location(Class<?> type) throws URISyntaxException {

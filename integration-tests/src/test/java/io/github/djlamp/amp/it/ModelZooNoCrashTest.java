@@ -14,9 +14,9 @@ import org.junit.jupiter.params.provider.CsvSource;
 /**
  * DJL's model-zoo ResNetV1, SqueezeNet (known ParallelBlock joins) and Mlp, user joins that call
  * softmax or build arrays of their input's data type, its transformer blocks, an LSTM and a user
- * lambda that calls softmax train and infer through djl-amp in bf16, and in fp16 on tiny shapes,
- * without killing the JVM: each runs in a child JVM, so a native crash fails its test instead of
- * the build.
+ * lambda that calls softmax (unnamed, or named "ReLU" as DJL names its relu) train and infer
+ * through djl-amp in bf16, and in fp16 on tiny shapes, without killing the JVM: each runs in a
+ * child JVM, so a native crash fails its test instead of the build.
  */
 class ModelZooNoCrashTest {
 
@@ -42,6 +42,7 @@ class ModelZooNoCrashTest {
         "softmax-lambda, mixed_bfloat16, 2",
         "softmax-lambda, mixed_float16, 2",
         "softmax-lambda, auto, 2",
+        "named-softmax-lambda, mixed_bfloat16, 2",
         "softmax-join, mixed_bfloat16, 2",
         "softmax-join, mixed_float16, 2",
         "ones-join, mixed_bfloat16, 2",

@@ -247,6 +247,15 @@ public final class ZooScenarios {
                                 .add(Linear.builder().setUnits(3).build()),
                         new Shape(4, 8),
                         3);
+            case "named-softmax-lambda":
+                // the same lambda under DJL's name for ReLU: trusted by its name, it ended the JVM
+                return images(
+                        new SequentialBlock()
+                                .add(Linear.builder().setUnits(16).build())
+                                .add(new LambdaBlock(x -> new NDList(x.head().softmax(1)), "ReLU"))
+                                .add(Linear.builder().setUnits(3).build()),
+                        new Shape(4, 8),
+                        3);
             case "softmax-join":
                 // an attention-like ParallelBlock join: softmax on bf16 would terminate the JVM
                 return images(
