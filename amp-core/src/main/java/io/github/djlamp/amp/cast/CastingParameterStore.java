@@ -4,16 +4,19 @@ import ai.djl.Device;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Block;
 import ai.djl.nn.Parameter;
 import ai.djl.training.ParameterServer;
 import ai.djl.training.ParameterStore;
+import ai.djl.util.Pair;
 import io.github.djlamp.amp.cast.internal.WeightCastCache;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.MemoryLayout;
 import io.github.djlamp.amp.verify.KernelVerdict;
 import io.github.djlamp.amp.verify.KernelVerifier;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
 import java.util.List;
@@ -141,6 +144,94 @@ final class CastingParameterStore extends ParameterStore {
                 computePrecision,
                 layoutCandidates(input),
                 inputGradient);
+    }
+
+    /** Returns whether this forward checks 16-bit kernels at all. */
+    boolean verifying() {
+        return verifier != null;
+    }
+
+    /**
+     * Returns the verdict for a unit djl-amp runs as a whole in 16 bits (a block marked {@code
+     * LowPrecisionSafe}, one a policy trusts) from the kernel checks of the convolutions and linear
+     * layers inside it, which compute in 16 bits because the unit does. Each is checked at the
+     * input shape it was initialized with (the unit's code, which hands it its input, is not
+     * djl-amp's to follow), on a fixed input of that shape. The unit can only change precision as a
+     * whole: the first layer that needs fp32 makes it fall back (its verdict is returned); where a
+     * layer runs only in the other memory layout, the others are checked in that one too and the
+     * unit runs in it. Null when no layer inside can be checked yet (not initialized).
+     *
+     * @param layers the layers inside, with their paths
+     * @param device the device the unit computes on
+     * @param training whether the unit trains: the layers' input-gradient kernels are checked too
+     */
+    KernelVerdict verdictInside(List<Pair<String, Block>> layers, Device device, boolean training) {
+        if (verifier == null) {
+            return null;
+        }
+        List<KernelVerdict> found = new ArrayList<>();
+        List<Pair<String, Block>> checked = new ArrayList<>();
+        KernelVerdict moved = null;
+        for (Pair<String, Block> layer : layers) {
+            KernelVerdict verdict = layerVerdict(layer, device, training, null);
+            if (verdict == null) {
+                continue;
+            }
+            if (!verdict.runsLowPrecision()) {
+                return verdict;
+            }
+            found.add(verdict);
+            checked.add(layer);
+            if (verdict.getLayout() != lowLayout && moved == null) {
+                moved = verdict;
+            }
+        }
+        if (found.isEmpty()) {
+            return null;
+        }
+        if (moved == null) {
+            return found.get(0);
+        }
+        for (int i = 0; i < found.size(); i++) {
+            if (found.get(i).getLayout() != moved.getLayout()) {
+                KernelVerdict again =
+                        layerVerdict(checked.get(i), device, training, moved.getLayout());
+                if (again != null && !again.runsLowPrecision()) {
+                    return again;
+                }
+            }
+        }
+        return moved;
+    }
+
+    /** One layer's verdict on a fixed input of its initialization shape; null if unknown yet. */
+    private KernelVerdict layerVerdict(
+            Pair<String, Block> layer, Device device, boolean training, MemoryLayout only) {
+        Block block = layer.getValue();
+        if (!block.isInitialized()) {
+            return null;
+        }
+        Shape[] shapes = block.getInputShapes();
+        if (shapes == null || shapes.length != 1) {
+            return null;
+        }
+        try (NDManager scope = stepManager.newSubManager(device)) {
+            // a fixed pattern, not the engine's generator: the check must not move the user's
+            // random stream
+            NDArray input =
+                    scope.arange((float) shapes[0].size()).reshape(shapes[0]).mul(0.37f).sin();
+            List<MemoryLayout> candidates =
+                    only != null ? Collections.singletonList(only) : layoutCandidates(input);
+            return verifier.verdict(
+                    block,
+                    layer.getKey(),
+                    input,
+                    delegate,
+                    training,
+                    computePrecision,
+                    candidates,
+                    training);
+        }
     }
 
     private List<MemoryLayout> layoutCandidates(NDArray input) {

@@ -32,6 +32,7 @@ final class CheckpointedSegment extends AbstractBlock {
     private final IntermediateRelease release;
     private final CheckpointTape tape;
     private List<Parameter> runningStatistics;
+    private List<Parameter> parameters;
 
     /**
      * Makes a segment.
@@ -64,7 +65,9 @@ final class CheckpointedSegment extends AbstractBlock {
             return run(parameterStore, inputs, training, params);
         }
         AmpBackend backend = casting.backend();
-        if (!backend.isRecording()) {
+        if (!backend.isRecording() || !carriesGradient(backend, inputs)) {
+            // nothing in it asks for a gradient (frozen layers on inputs that need none): autograd
+            // records nothing for it anyway, and there is nothing to recompute
             return run(parameterStore, inputs, training, params);
         }
         NDList outputs;
@@ -109,6 +112,38 @@ final class CheckpointedSegment extends AbstractBlock {
             boolean training,
             PairList<String, Object> params) {
         return release.chain(stages, parameterStore, inputs, training, params);
+    }
+
+    /**
+     * Whether a gradient can flow through the segment in this forward pass: an input that needs
+     * one, or a parameter of its stages that is not frozen ({@code Block.freezeParameters}, {@code
+     * Parameter.freeze}; asked at every pass, as freezing may change between steps).
+     */
+    private boolean carriesGradient(AmpBackend backend, NDList inputs) {
+        for (NDArray input : inputs) {
+            if (isFloating(backend, input) && backend.requiresGradient(input)) {
+                return true;
+            }
+        }
+        for (Parameter parameter : parameters()) {
+            if (parameter.requiresGradient()) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    private synchronized List<Parameter> parameters() {
+        if (parameters == null) {
+            List<Parameter> found = new ArrayList<>();
+            for (Block original : originals) {
+                for (Pair<String, Parameter> pair : original.getParameters()) {
+                    found.add(pair.getValue());
+                }
+            }
+            parameters = found;
+        }
+        return parameters;
     }
 
     /** The running statistics (BatchNorm's) of the stages, which a recomputation moves again. */

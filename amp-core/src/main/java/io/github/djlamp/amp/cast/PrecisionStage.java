@@ -9,14 +9,20 @@ import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.AbstractBlock;
 import ai.djl.nn.Block;
 import ai.djl.training.ParameterStore;
+import ai.djl.util.Pair;
 import ai.djl.util.PairList;
+import io.github.djlamp.amp.policy.BlockPaths;
 import io.github.djlamp.amp.policy.CastCategory;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.verify.KernelVerdict;
+import io.github.djlamp.amp.verify.KernelVerifier;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * One leaf of the shadow tree: runs the user's block in the precision its {@link CastCategory}
@@ -31,12 +37,15 @@ import java.util.concurrent.ConcurrentHashMap;
  */
 final class PrecisionStage extends AbstractBlock {
 
+    private static final Logger logger = LoggerFactory.getLogger(PrecisionStage.class);
+
     private final Block inner;
     private final CastCategory category;
     private final String path;
     private final IntermediateRelease release;
     private final Map<List<Object>, KernelVerdict> verdicts = new ConcurrentHashMap<>();
     private volatile Known lastVerdict;
+    private volatile List<Pair<String, Block>> inside;
     // null once logged: the shadow tree is built per device, so this is once per block and device
     private volatile TrustBreadcrumb pendingBreadcrumb;
 
@@ -156,7 +165,10 @@ final class PrecisionStage extends AbstractBlock {
      * call.
      */
     private KernelVerdict verdict(CastingParameterStore casting, NDList inputs, boolean training) {
-        if (inputs.size() != 1 || !casting.verifies(inner)) {
+        boolean own = casting.verifies(inner);
+        if (inputs.isEmpty()
+                || (own && inputs.size() != 1)
+                || (!own && (!casting.verifying() || layersInside().isEmpty()))) {
             return null;
         }
         NDArray input = inputs.head();
@@ -172,14 +184,56 @@ final class PrecisionStage extends AbstractBlock {
         List<Object> key = Arrays.asList(shape, device, precision, training, gradient);
         KernelVerdict verdict = verdicts.get(key);
         if (verdict == null) {
-            verdict = casting.verdict(inner, path, inputs, training, gradient);
+            verdict =
+                    own
+                            ? casting.verdict(inner, path, inputs, training, gradient)
+                            : casting.verdictInside(layersInside(), device, training);
             if (verdict == null) {
                 return null;
+            }
+            if (!own && !verdict.runsLowPrecision()) {
+                logger.warn(
+                        "djl-amp: '{}' ({}) runs in fp32 at input {} on {}: the {} kernel of a"
+                                + " layer inside it ({}) is wrong, and djl-amp runs the block as a"
+                                + " whole, so the whole block falls back",
+                        path.isEmpty() ? "root" : path,
+                        inner.getClass().getName(),
+                        shape,
+                        device,
+                        precision.canonicalName(),
+                        String.join(", ", verdict.getPaths()));
             }
             verdicts.put(key, verdict);
         }
         lastVerdict = new Known(shape, device, precision, training, gradient, verdict);
         return verdict;
+    }
+
+    /**
+     * The convolutions and linear layers inside a unit that is not one itself (a block marked
+     * {@code LowPrecisionSafe}, one a policy trusts, a container overridden as low), with their
+     * paths: DJL's own blocks, which compute in 16 bits because the unit does, and are checked as
+     * the unit's layers are ({@link CastingParameterStore#verdictInside}).
+     */
+    private List<Pair<String, Block>> layersInside() {
+        List<Pair<String, Block>> found = inside;
+        if (found == null) {
+            found = new ArrayList<>();
+            collectLayers(inner, path, found);
+            inside = found;
+        }
+        return found;
+    }
+
+    private static void collectLayers(Block block, String at, List<Pair<String, Block>> found) {
+        for (Pair<String, Block> child : block.getChildren()) {
+            String childPath = BlockPaths.child(at, child.getKey());
+            if (KernelVerifier.covers(child.getValue())) {
+                found.add(new Pair<>(childPath, child.getValue()));
+            } else {
+                collectLayers(child.getValue(), childPath, found);
+            }
+        }
     }
 
     /** The verdict of the last signature this stage ran. */

@@ -20,6 +20,7 @@ import io.github.djlamp.amp.internal.DjlSeam;
 import io.github.djlamp.amp.policy.BlockPaths;
 import io.github.djlamp.amp.policy.CastCategory;
 import io.github.djlamp.amp.policy.DefaultCastRules;
+import io.github.djlamp.amp.policy.LowPrecisionSafe;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
 import java.util.ArrayList;
@@ -268,6 +269,28 @@ final class ShadowTree {
         String hazard = DefaultCastRules.bf16HazardIn(block, path, policy::trusts);
         if (hazard == null) {
             return;
+        }
+        boolean marked = block instanceof LowPrecisionSafe;
+        if (marked || policy.trusts(block, path)) {
+            // the word is given already: never suggest giving it again
+            throw new AmpException(
+                    "The policy "
+                            + policy
+                            + " runs '"
+                            + (path.isEmpty() ? "the root block" : path)
+                            + "' ("
+                            + block.getClass().getName()
+                            + ") in bfloat16 on the word of "
+                            + (marked ? "its author (LowPrecisionSafe)" : "the policy (trusted)")
+                            + ", which covers the block's own code, the lambdas and joins its"
+                            + " class writes included, but it reaches "
+                            + hazard
+                            + ": if that calls softmax or logSoftmax on a bf16 array, DJL's PyTorch"
+                            + " engine terminates the JVM ("
+                            + DjlSeam.testedDjlVersions()
+                            + "). Keep the block in fp32 (class:"
+                            + block.getClass().getName()
+                            + "=fp32), or use mixed_float16, where it may run in 16 bits.");
         }
         throw new AmpException(
                 "The policy "

@@ -13,6 +13,7 @@ import ai.djl.nn.norm.Dropout;
 import ai.djl.nn.norm.LayerNorm;
 import ai.djl.nn.recurrent.RecurrentBlock;
 import java.lang.reflect.Method;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.function.Predicate;
 
@@ -208,7 +209,10 @@ public final class DefaultCastRules {
     /**
      * Returns what makes running {@code block} as one bf16 unit unsafe, as {@link
      * #bf16HazardIn(Block, String)} does, with the blocks the user vouches for counted as {@link
-     * LowPrecisionSafe} ones.
+     * LowPrecisionSafe} ones. Inside a block someone vouches for (either way), a lambda or a
+     * ParallelBlock join written in that block's code (its class, a class nested in it, or a
+     * superclass outside DJL) is the block's own code, under the same promise: d2l-java's {@code
+     * Residual} writes both in its constructor. A function written elsewhere is still a hazard.
      *
      * @param block the block a policy would run in bf16 as one unit
      * @param path its path, for the message
@@ -217,21 +221,53 @@ public final class DefaultCastRules {
      */
     public static String bf16HazardIn(
             Block block, String path, java.util.function.BiPredicate<Block, String> trusted) {
+        return bf16HazardIn(block, path, trusted, List.of());
+    }
+
+    /**
+     * The walk of {@link #bf16HazardIn(Block, String, java.util.function.BiPredicate)}: {@code
+     * vouched} are the classes of the blocks above {@code block} someone vouches for, whose own
+     * lambdas and joins (written in their code) are under the same promise.
+     */
+    private static String bf16HazardIn(
+            Block block,
+            String path,
+            java.util.function.BiPredicate<Block, String> trusted,
+            List<Class<?>> vouched) {
         boolean container = isPlainContainer(block) || KnownComposites.isMirrored(block);
+        boolean vouchedFor =
+                !container && (block instanceof LowPrecisionSafe || trusted.test(block, path));
         if (!container
-                && !(block instanceof LowPrecisionSafe)
-                && !trusted.test(block, path)
-                && categoryOf(block) == CastCategory.FP32) {
+                && !vouchedFor
+                && categoryOf(block) == CastCategory.FP32
+                && !(block instanceof LambdaBlock
+                        && KnownLambdas.lambdaWrittenBy((LambdaBlock) block, vouched))) {
             return describe(block, path, reasonFor(block));
         }
-        if (block instanceof ParallelBlock
-                && isPlainContainer(block)
-                && !hasKnownJoin((ParallelBlock) block)) {
-            return describe(block, path, "its join function is code of unknown content");
+        if (container
+                && block instanceof ParallelBlock
+                && !hasKnownJoin((ParallelBlock) block)
+                && !KnownLambdas.joinWrittenBy((ParallelBlock) block, vouched)) {
+            return describe(
+                    block,
+                    path,
+                    vouched.isEmpty()
+                            ? "its join function is code of unknown content"
+                            : "its join function is code of unknown content, written outside the"
+                                    + " vouched-for block's class");
+        }
+        List<Class<?>> inner = vouched;
+        if (vouchedFor) {
+            inner = new ArrayList<>(vouched);
+            inner.add(block.getClass());
         }
         for (ai.djl.util.Pair<String, Block> child : block.getChildren()) {
             String hazard =
-                    bf16HazardIn(child.getValue(), BlockPaths.child(path, child.getKey()), trusted);
+                    bf16HazardIn(
+                            child.getValue(),
+                            BlockPaths.child(path, child.getKey()),
+                            trusted,
+                            inner);
             if (hazard != null) {
                 return hazard;
             }

@@ -260,6 +260,55 @@ final class KnownLambdas {
         }
     }
 
+    /**
+     * Returns whether the function of {@code lambda} was written in the code of one of {@code
+     * vouched}: see {@link #writtenByVouched(Object, List)}.
+     */
+    static boolean lambdaWrittenBy(LambdaBlock lambda, List<Class<?>> vouched) {
+        return !vouched.isEmpty()
+                && writtenByVouched(functionOf(() -> DjlSeam.lambdaFunction(lambda)), vouched);
+    }
+
+    /**
+     * Returns whether the join function of {@code block} was written in the code of one of {@code
+     * vouched}: see {@link #writtenByVouched(Object, List)}.
+     */
+    static boolean joinWrittenBy(ParallelBlock block, List<Class<?>> vouched) {
+        return !vouched.isEmpty()
+                && writtenByVouched(functionOf(() -> DjlSeam.parallelJoin(block)), vouched);
+    }
+
+    /**
+     * Whether {@code function} is a Java lambda (or method reference) written in the code of a
+     * block class someone vouches for ({@code LowPrecisionSafe}, {@code class:X=trusted}): in the
+     * class itself, a class nested in it, or one of its superclasses outside DJL (d2l-java's {@code
+     * Residual} writes its ParallelBlock's join and its {@code Activation::relu} in its
+     * constructor). That code is the vouched block's own, under the same promise; a function
+     * written elsewhere and handed in is not.
+     */
+    private static boolean writtenByVouched(Object function, List<Class<?>> vouched) {
+        if (function == null) {
+            return false;
+        }
+        String className = function.getClass().getName();
+        int marker = className.indexOf("$$Lambda");
+        if (marker <= 0) {
+            return false;
+        }
+        String writer = className.substring(0, marker);
+        for (Class<?> block : vouched) {
+            for (Class<?> c = block; c != null; c = c.getSuperclass()) {
+                if (c.getName().startsWith("ai.djl.") || c == Object.class) {
+                    break;
+                }
+                if (writer.equals(c.getName()) || writer.startsWith(c.getName() + "$")) {
+                    return true;
+                }
+            }
+        }
+        return false;
+    }
+
     /** Reads a function through the seam; null (unknown: not trusted) where DJL lacks its field. */
     private static Object functionOf(Supplier<Object> read) {
         try {

@@ -51,15 +51,33 @@ final class FusedKernelScript {
                                             + " weight_decay, True, lr, lr_values, lr_first, n,"
                                             + " skip)")),
                     // DJL's Nag clips from both sides (adjust_ clips from above), then PyTorch's
-                    // Nesterov SGD is DJL's update (the derivation is in amp-core's FusedNag)
+                    // Nesterov SGD is DJL's update but for the decay term of the buffer, which
+                    // MXNet takes at the new weight: the buffer moves by wd (w_new - w_old) after
+                    // the kernel, with the kernel's own skip (the derivation is in amp-core's
+                    // FusedNag). The gradients are zeroed afterwards, so they hold the steps.
                     new Kernel(
                             "nag",
                             List.of("momentum"),
                             List.of(
                                     "    if clip >= 0.0:",
                                     "      torch._foreach_clamp_min_(grads, -clip)",
-                                    "    self.sgd_(params, grads, state, momentum, True,"
-                                            + " weight_decay, lr, lr_values, lr_first, n, skip)")));
+                                    "    if weight_decay != 0.0:",
+                                    "      torch._foreach_add_(grads, params, alpha=weight_decay)",
+                                    "    self.sgd_(params, grads, state, momentum, True, 0.0, lr,"
+                                            + " lr_values, lr_first, n, skip)",
+                                    "    if weight_decay != 0.0:",
+                                    "      torch._foreach_add_(grads, state, alpha=momentum)",
+                                    "      decay = lr * weight_decay",
+                                    "      if len(lr_values) > 0:",
+                                    "        torch._foreach_mul_(grads, self.rate_(lr_values[0],"
+                                            + " lr_first, n))",
+                                    "        decay = weight_decay",
+                                    "      empty: List[Tensor] = []",
+                                    "      torch._fused_sgd_(state, grads, empty, weight_decay=0.0,"
+                                            + " momentum=0.0, lr=decay, dampening=0.0,"
+                                            + " nesterov=False, maximize=False,"
+                                            + " is_first_step=False, grad_scale=None,"
+                                            + " found_inf=skip)")));
 
     private static final List<String> HELPERS =
             List.of(

@@ -82,10 +82,14 @@ class FusedOptimizerStepTest {
 
     /** Runs DJL's optimizer and the fused step side by side on the same gradients. */
     private void assertMatchesDjl(Optimizer djl, FusedStep fused) {
+        assertMatchesDjl(djl, fused, STEPS);
+    }
+
+    private void assertMatchesDjl(Optimizer djl, FusedStep fused, int steps) {
         NDList djlWeights = randomArrays();
         NDList fusedWeights = copies(djlWeights);
         NDArray clean = manager.zeros(new Shape());
-        for (int step = 0; step < STEPS; step++) {
+        for (int step = 0; step < steps; step++) {
             NDList grads = randomArrays();
             NDList fusedGrads = copies(grads);
             for (int i = 0; i < djlWeights.size(); i++) {
@@ -258,7 +262,11 @@ class FusedOptimizerStepTest {
 
     /** DJL's tracker for counts {@code begin + 1 ...}, as the device table of a fused step. */
     private LearningRate scheduleTable(int begin) {
-        float[] rates = new float[STEPS + 2];
+        return scheduleTable(begin, STEPS);
+    }
+
+    private LearningRate scheduleTable(int begin, int steps) {
+        float[] rates = new float[steps + 2];
         for (int i = 0; i < rates.length; i++) {
             rates[i] = SCHEDULE.getNewValue(begin + i + 1);
         }
@@ -449,7 +457,21 @@ class FusedOptimizerStepTest {
 
     private static final float NAG_MOMENTUM = 0.9f;
 
+    /**
+     * Enough steps for a velocity to carry many past gradients, and to show a decay term taken at
+     * the old weight instead of the new one (issue 30).
+     */
+    private static final int NAG_STEPS = 24;
+
     private FusedStep nag(LearningRate rate, GradientAdjustment adjustment, UpdateCounter counter) {
+        return nag(rate, adjustment, counter, WD);
+    }
+
+    private FusedStep nag(
+            LearningRate rate,
+            GradientAdjustment adjustment,
+            UpdateCounter counter,
+            float weightDecay) {
         NDList[] buffers = new NDList[1];
         return (weights, grads, found) -> {
             if (buffers[0] == null) {
@@ -461,7 +483,7 @@ class FusedOptimizerStepTest {
                     grads,
                     buffers[0],
                     rate,
-                    WD,
+                    weightDecay,
                     NAG_MOMENTUM,
                     adjustment,
                     counter,
@@ -474,7 +496,24 @@ class FusedOptimizerStepTest {
         assertMatchesDjl(
                 new DjlNagRule(
                         Optimizer.nag().optWeightDecays(WD), Tracker.fixed(LR), NAG_MOMENTUM),
-                nag(LearningRate.fixed(LR), GradientAdjustment.NONE, counter(0)));
+                nag(LearningRate.fixed(LR), GradientAdjustment.NONE, counter(0)),
+                NAG_STEPS);
+    }
+
+    /**
+     * Issue 30's example through the kernel: one bias element from zero, rate 0.05, momentum 0.9,
+     * gradients 0.19885 then 0.31003. MXNet's {@code nag_mom_update} ({@link MxnetNagMomUpdate})
+     * moves it by -0.01889 and then by -0.03751, to -0.05640.
+     */
+    @Test
+    void nagMatchesTheIssuesHandExample() {
+        NDList bias = new NDList(manager.zeros(new Shape(1)));
+        FusedStep nag = nag(LearningRate.fixed(0.05f), GradientAdjustment.NONE, counter(0), 0f);
+        NDArray clean = manager.zeros(new Shape());
+        nag.step(bias, new NDList(manager.create(new float[] {0.19885f})), clean);
+        assertEquals(-0.01889f, bias.get(0).getFloat(0), 5e-6f, "after the first update");
+        nag.step(bias, new NDList(manager.create(new float[] {0.31003f})), clean);
+        assertEquals(-0.05640f, bias.get(0).getFloat(0), 5e-6f, "after the second update");
     }
 
     /** DJL clips a Nag gradient from both sides, where its PyTorch Sgd and Adam clip from above. */
@@ -490,8 +529,12 @@ class FusedOptimizerStepTest {
                                 .optBeginNumUpdate(BEGIN),
                         SCHEDULE,
                         NAG_MOMENTUM),
-                nag(scheduleTable(BEGIN), new GradientAdjustment(RESCALE, CLIP), counter));
-        assertEquals(BEGIN + STEPS, counter.getCount().getDouble(), "DJL's update count");
+                nag(
+                        scheduleTable(BEGIN, NAG_STEPS),
+                        new GradientAdjustment(RESCALE, CLIP),
+                        counter),
+                NAG_STEPS);
+        assertEquals(BEGIN + NAG_STEPS, counter.getCount().getDouble(), "DJL's update count");
     }
 
     @Test

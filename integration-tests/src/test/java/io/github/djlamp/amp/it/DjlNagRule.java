@@ -9,10 +9,13 @@ import java.util.Map;
 
 /**
  * DJL's {@link Nag} update as DJL's only engine with one runs it (its MXNet engine calls MXNet
- * 1.9.1's {@code nag_mom_update}; DJL's PyTorch engine throws "Not implemented"): {@code g' =
- * clip(rescaleGrad g, -clipGrad, clipGrad) + wd w}, {@code v = momentum v - lr g'}, {@code w = w +
- * momentum v - lr g'}, {@code v} from zero, the rate from DJL's update count. The reference the
- * fused Nag is checked against.
+ * 1.9.1's {@code nag_mom_update}; DJL's PyTorch engine throws "Not implemented"): with {@code c =
+ * clip(rescaleGrad g, -clipGrad, clipGrad)} and {@code g' = c + wd w}, {@code v = momentum v - lr
+ * g'} and {@code w = w + momentum v - lr g'}, then the velocity's decay term is taken again at the
+ * new weight: {@code v = v + lr wd (w_old - w_new)}, so that {@code v = momentum v_old - lr (c + wd
+ * w_new)}. (MXNet's kernel updates the velocity after the weight, and DJL passes the weight as the
+ * operator's output: the kernel reads the weight it has just written.) {@code v} from zero, the
+ * rate from DJL's update count. The reference the fused Nag is checked against.
  */
 final class DjlNagRule extends Nag {
 
@@ -39,10 +42,14 @@ final class DjlNagRule extends Nag {
             if (clipGrad >= 0f) {
                 g = scoped(scope, g.clip(-clipGrad, clipGrad));
             }
-            g = scoped(scope, g.add(scoped(scope, weight.mul(getWeightDecay()))));
-            NDArray step = scoped(scope, g.mul(lr));
-            v.muli(momentum).subi(step);
-            weight.addi(scoped(scope, v.mul(momentum))).subi(step);
+            NDArray decayed = scoped(scope, g.add(scoped(scope, weight.mul(getWeightDecay()))));
+            NDArray step = scoped(scope, decayed.mul(lr));
+            v.muli(momentum);
+            // MXNet: out = w - v + (momentum + 1) (v - lr g'), out being the weight itself
+            weight.addi(scoped(scope, scoped(scope, v.sub(step)).mul(momentum))).subi(step);
+            // then v = v - lr (c + wd w), reading the weight just written
+            NDArray newDecayed = scoped(scope, g.add(scoped(scope, weight.mul(getWeightDecay()))));
+            v.subi(scoped(scope, newDecayed.mul(lr)));
         }
         // as DJL's native updates do: DJL hands the optimizer a copy of the gradient
         if (weight.hasGradient()) {
