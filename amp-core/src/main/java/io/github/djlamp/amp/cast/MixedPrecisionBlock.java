@@ -141,6 +141,24 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
         }
     }
 
+    private static void requireDeviceAndManager(String method, Device device, NDManager manager) {
+        Objects.requireNonNull(
+                device,
+                () ->
+                        "MixedPrecisionBlock."
+                                + method
+                                + " needs the device, got null: pass the one the model trains or"
+                                + " predicts on, e.g. trainer.getDevices()[0] or"
+                                + " model.getNDManager().getDevice()");
+        Objects.requireNonNull(
+                manager,
+                () ->
+                        "MixedPrecisionBlock."
+                                + method
+                                + " needs a manager of the engine, got null: pass e.g."
+                                + " model.getNDManager() or trainer.getManager()");
+    }
+
     private static <T> T requireArgument(T value, String what, String fix) {
         return Objects.requireNonNull(
                 value, () -> "MixedPrecisionBlock needs " + what + ", got null: " + fix);
@@ -171,8 +189,10 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
      * @param device the device
      * @param manager a manager of the engine, to find the engine layer
      * @return the concrete policy
+     * @throws NullPointerException when {@code device} or {@code manager} is null, naming it
      */
     public PrecisionPolicy resolvePolicy(Device device, NDManager manager) {
+        requireDeviceAndManager("resolvePolicy", device, manager);
         return devices.get(device, manager).policy();
     }
 
@@ -318,8 +338,10 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
      * @param device the device
      * @param manager a manager of the engine, to find the engine layer
      * @return the summary under the policy resolved for {@code device}
+     * @throws NullPointerException when {@code device} or {@code manager} is null, naming it
      */
     public PrecisionSummary getPrecisionSummary(Device device, NDManager manager) {
+        requireDeviceAndManager("getPrecisionSummary", device, manager);
         return PrecisionSummary.of(
                 original, resolvePolicy(device, manager), getKernelVerdicts(), checkpoints.plan());
     }
