@@ -216,6 +216,38 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
             NDList inputs,
             boolean training,
             PairList<String, Object> params) {
+        return forward(parameterStore, inputs, null, training, params);
+    }
+
+    /**
+     * A training forward with labels, as DJL's {@code Trainer.forward(data, labels)} (and so {@code
+     * EasyTrain}) runs it: the labels reach the wrapped block's own labels overload (DJL's {@code
+     * EncoderDecoder} feeds them to its decoder), cast like the data where the block computes in 16
+     * bits. A block that does not override that overload runs as a training forward of the data, as
+     * in DJL.
+     *
+     * @param parameterStore the parameter store
+     * @param data the input data
+     * @param labels the labels, handed to the wrapped block
+     * @param params optional parameters
+     * @return the outputs, floating ones in fp32
+     */
+    @Override
+    public NDList forward(
+            ParameterStore parameterStore,
+            NDList data,
+            NDList labels,
+            PairList<String, Object> params) {
+        return forward(parameterStore, data, labels, true, params);
+    }
+
+    /** Both overloads: {@code labels} null for the one without (then as {@code training} says). */
+    private NDList forward(
+            ParameterStore parameterStore,
+            NDList inputs,
+            NDList labels,
+            boolean training,
+            PairList<String, Object> params) {
         if (!original.isInitialized()) {
             original.initialize(parameterStore.getManager(), DataType.FLOAT32, inputs.getShapes());
         }
@@ -229,7 +261,9 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
         Precision compute = r.policy().getComputePrecision();
         boolean checkpointing = training && checkpoints.plan().isEnabled();
         if (compute == Precision.FP32 && !checkpointing) {
-            return original.forward(parameterStore, inputs, training, params);
+            return labels == null
+                    ? original.forward(parameterStore, inputs, training, params)
+                    : original.forward(parameterStore, inputs, labels, params);
         }
         if (training) {
             // the step's manager (the batch's in EasyTrain) is closed after the step
@@ -237,7 +271,8 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
                 checkpoints.tape().noteCallers(inputs);
             }
             NDList outputs =
-                    runShadow(r, parameterStore, inputs, true, params, stepManager, compute);
+                    runShadow(
+                            r, parameterStore, inputs, labels, true, params, stepManager, compute);
             if (checkpointing) {
                 checkpoints.tape().noteCallers(outputs);
             }
@@ -247,7 +282,8 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
         // user's own manager), so the per-call casts and 16-bit intermediates go on a manager of
         // their own, freed here; only the outputs move to the input's manager.
         try (NDManager call = stepManager.newSubManager()) {
-            NDList outputs = runShadow(r, parameterStore, inputs, false, params, call, compute);
+            NDList outputs =
+                    runShadow(r, parameterStore, inputs, null, false, params, call, compute);
             for (NDArray output : outputs) {
                 if (output.getManager() == call) {
                     output.attach(stepManager);
@@ -261,6 +297,7 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
             DevicePolicies.Resolved r,
             ParameterStore parameterStore,
             NDList inputs,
+            NDList labels,
             boolean training,
             PairList<String, Object> params,
             NDManager stepManager,
@@ -274,7 +311,10 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
                         lowLayout,
                         stepManager,
                         devices.verifier());
-        NDList outputs = r.shadow().forward(casting, inputs, training, params);
+        NDList outputs =
+                labels == null
+                        ? r.shadow().forward(casting, inputs, training, params)
+                        : r.shadow().forward(casting, inputs, labels, params);
         NDList fp32 = casting.toFp32(outputs);
         release.closeConsumed(outputs, inputs, fp32);
         return fp32;
