@@ -73,6 +73,14 @@ public final class LossScalingOptimizer extends Optimizer {
     }
 
     /**
+     * Whether the inner optimizer's only update is djl-amp's fused one: DJL's {@code Nag}, which
+     * DJL's PyTorch engine cannot update ({@code nagUpdate} is not implemented).
+     */
+    boolean onlyFusedUpdates() {
+        return inner.getClass() == Nag.class;
+    }
+
+    /**
      * Returns the wrapped optimizer.
      *
      * @return the inner optimizer
@@ -174,10 +182,10 @@ public final class LossScalingOptimizer extends Optimizer {
                         + " nagUpdate: \""
                         + cause.getMessage()
                         + "\"; plain DJL fails the same way), and this trainer runs DJL's own"
-                        + " per-parameter update (FusedOptimizer.OFF, AUTO on a CPU, or several"
-                        + " devices). djl-amp's fused Nag has one: configure with"
-                        + " AmpOptions.builder().fusedOptimizer(FusedOptimizer.ON) and train on one"
-                        + " device, or use Sgd with momentum. No weight was changed.",
+                        + " per-parameter update (FusedOptimizer.OFF, or several devices)."
+                        + " djl-amp's fused Nag has one: configure with"
+                        + " AmpOptions.builder().fusedOptimizer(FusedOptimizer.ON) or AUTO and"
+                        + " train on one device, or use Sgd with momentum. No weight was changed.",
                 cause);
     }
 

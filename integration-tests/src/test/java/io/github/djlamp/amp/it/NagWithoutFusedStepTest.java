@@ -19,12 +19,15 @@ import io.github.djlamp.amp.AmpOptions;
 import io.github.djlamp.amp.FusedOptimizer;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
 import io.github.djlamp.amp.exception.AmpException;
+import io.github.djlamp.amp.train.AmpTrainingConfig;
+import io.github.djlamp.amp.train.LossScalingOptimizer;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 
 /**
- * DJL's Nag on DJL's own per-parameter update meets a gap of DJL's PyTorch engine (no {@code
- * nagUpdate}): the refusal says so and names the fused step that has one.
+ * DJL's Nag meets a gap of DJL's PyTorch engine (no {@code nagUpdate}): {@code FusedOptimizer.AUTO}
+ * fuses it on any single device, the CPU included; on DJL's own per-parameter update ({@code OFF})
+ * the refusal says so and names the fused step that has one.
  */
 class NagWithoutFusedStepTest {
 
@@ -53,6 +56,44 @@ class NagWithoutFusedStepTest {
                                                 trainer, 1, RealProgramsRig.data(data, 1), null));
                 assertTrue(e.getMessage().contains("Not implemented"), e.getMessage());
             }
+        }
+    }
+
+    /** Trains three batches of Nag with the setting; returns the weights after. */
+    private static List<float[]> trainNag(FusedOptimizer setting) throws Exception {
+        Engine.getInstance().setRandomSeed(8);
+        try (Model model = Model.newInstance("nag-" + setting, "PyTorch")) {
+            MixedPrecisionBlock block = Amp.wrap(new RealProgramsRig.Mlp().block, "float32");
+            model.setBlock(block);
+            AmpOptions options = AmpOptions.builder().fusedOptimizer(setting).build();
+            AmpTrainingConfig config = Amp.configure(nag(), block, options);
+            try (Trainer trainer = model.newTrainer(config);
+                    NDManager data = trainer.getManager().newSubManager()) {
+                trainer.initialize(new Shape(ToyTask.BATCH, ToyTask.FEATURES));
+                List<float[]> before = RealProgramsRig.values(block);
+                EasyTrain.fit(trainer, 1, RealProgramsRig.data(data, 3), null);
+                LossScalingOptimizer optimizer = (LossScalingOptimizer) config.getOptimizer();
+                assertTrue(optimizer.isFused(), setting + " fuses Nag");
+                List<float[]> after = RealProgramsRig.values(block);
+                float largest = 0;
+                for (int i = 0; i < before.size(); i++) {
+                    largest =
+                            Math.max(
+                                    largest,
+                                    RealProgramsRig.largestChange(before.get(i), after.get(i)));
+                }
+                assertTrue(largest > 0, "the weights moved");
+                return after;
+            }
+        }
+    }
+
+    @Test
+    void autoFusesNagOnTheCpuAsOnDoes() throws Exception {
+        List<float[]> auto = trainNag(FusedOptimizer.AUTO);
+        List<float[]> on = trainNag(FusedOptimizer.ON);
+        for (int i = 0; i < auto.size(); i++) {
+            assertArrayEquals(on.get(i), auto.get(i), "the same fused step, parameter " + i);
         }
     }
 
