@@ -21,10 +21,11 @@ public enum FusedOptimizer {
     /**
      * Fused when the trainer trains on one GPU, where a host read per step stalls the device (11-16
      * ms a step measured on an H100); DJL's own update on the CPU, where the read costs nothing and
-     * every step's verdict is on the host. The system property {@value #PROPERTY} ({@code on},
-     * {@code off}, {@code auto}; {@code true} and {@code false} also work) decides in its place
-     * when set: it is read once, when {@link AmpOptions} are built (by {@code Amp.configure} for
-     * its default options), and the log says so.
+     * every step's verdict is on the host, except for DJL's {@code Nag}, which DJL's PyTorch engine
+     * cannot update: it is fused on any single device. The system property {@value #PROPERTY}
+     * ({@code on}, {@code off}, {@code auto}; {@code true} and {@code false} also work) decides in
+     * its place when set: it is read once, when {@link AmpOptions} are built (by {@code
+     * Amp.configure} for its default options), and the log says so.
      */
     AUTO,
 
@@ -55,6 +56,28 @@ public enum FusedOptimizer {
                 return false;
             case AUTO:
                 return devices.length == 1 && devices[0].isGpu();
+            default:
+                throw new AssertionError("unknown FusedOptimizer " + this);
+        }
+    }
+
+    /**
+     * Returns whether steps should be fused for a trainer on {@code devices} when the optimizer has
+     * no update of its own in DJL's engine (DJL's {@code Nag}: DJL's PyTorch engine has no {@code
+     * nagUpdate}), so that the fused step is the only one there is: {@link #AUTO} fuses on any
+     * single device, the CPU included; {@link #ON} as always; {@link #OFF} never.
+     *
+     * @param devices the trainer's devices
+     * @return true to fuse
+     */
+    public boolean wantsFusedStepsWhereOnlyFused(Device[] devices) {
+        switch (this) {
+            case ON:
+                return true;
+            case OFF:
+                return false;
+            case AUTO:
+                return devices.length == 1;
             default:
                 throw new AssertionError("unknown FusedOptimizer " + this);
         }

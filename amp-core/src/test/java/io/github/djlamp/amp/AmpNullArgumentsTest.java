@@ -3,14 +3,18 @@ package io.github.djlamp.amp;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import ai.djl.Device;
 import ai.djl.nn.Block;
 import ai.djl.nn.core.Linear;
 import ai.djl.training.DefaultTrainingConfig;
 import ai.djl.training.loss.Loss;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
+import io.github.djlamp.amp.policy.Checkpointing;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
 import io.github.djlamp.amp.spi.MemoryLayout;
+import io.github.djlamp.amp.train.AmpSession;
 import io.github.djlamp.amp.verify.KernelVerification;
+import java.nio.file.Path;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.function.Executable;
 
@@ -104,5 +108,84 @@ class AmpNullArgumentsTest {
                 () -> new MixedPrecisionBlock(linear(), bf16, MemoryLayout.PRESERVE, null),
                 "MixedPrecisionBlock needs a kernel verification setting, got null",
                 "KernelVerification.ON");
+    }
+
+    private static AmpSession session() {
+        return Amp.configure(
+                        new DefaultTrainingConfig(Loss.l2Loss()),
+                        Amp.wrap(linear(), "mixed_bfloat16"))
+                .getSession();
+    }
+
+    @Test
+    void sessionOfNamesANullTrainer() {
+        assertNamed(
+                NullPointerException.class,
+                () -> AmpSession.of(null),
+                "AmpSession.of needs the trainer, got null",
+                "model.newTrainer(Amp.configure(config, block))");
+    }
+
+    @Test
+    void scaleNamesANullLoss() {
+        assertNamed(
+                NullPointerException.class,
+                () -> session().scale(null),
+                "AmpSession.scale needs the step's loss, got null",
+                "collector.backward(amp.scale(loss))");
+    }
+
+    @Test
+    void saveOptimizerStateNamesANullFile() {
+        assertNamed(
+                NullPointerException.class,
+                () -> session().saveOptimizerState((Path) null),
+                "AmpSession.saveOptimizerState needs the file to write, got null",
+                "pass a Path");
+    }
+
+    @Test
+    void precisionSummaryNamesANullDeviceOrManager() {
+        MixedPrecisionBlock wrapped = Amp.wrap(linear(), "mixed_bfloat16");
+        assertNamed(
+                NullPointerException.class,
+                () -> wrapped.getPrecisionSummary(null, null),
+                "MixedPrecisionBlock.getPrecisionSummary needs the device, got null",
+                "trainer.getDevices()[0]");
+        assertNamed(
+                NullPointerException.class,
+                () -> wrapped.getPrecisionSummary(Device.cpu(), null),
+                "MixedPrecisionBlock.getPrecisionSummary needs a manager of the engine, got null",
+                "model.getNDManager()");
+        assertNamed(
+                NullPointerException.class,
+                () -> wrapped.resolvePolicy(null, null),
+                "MixedPrecisionBlock.resolvePolicy needs the device, got null");
+    }
+
+    @Test
+    void checkpointingFromPropertiesNamesNullProperties() {
+        assertNamed(
+                NullPointerException.class,
+                () -> Checkpointing.fromProperties(null),
+                "Checkpointing.fromProperties needs the Properties to read",
+                "Checkpointing.none()");
+    }
+
+    @Test
+    @SuppressWarnings("unchecked")
+    void trustNamesANullArrayOrClass() {
+        assertNamed(
+                NullPointerException.class,
+                () ->
+                        PrecisionPolicy.builder(PrecisionPolicy.mixedBfloat16())
+                                .trust((Class<? extends Block>[]) null),
+                "PrecisionPolicy.Builder.trust needs the block classes to trust, got null");
+        assertNamed(
+                NullPointerException.class,
+                () ->
+                        PrecisionPolicy.builder(PrecisionPolicy.mixedBfloat16())
+                                .trust(Linear.class, null),
+                "PrecisionPolicy.Builder.trust got null as block class 2 of 2");
     }
 }

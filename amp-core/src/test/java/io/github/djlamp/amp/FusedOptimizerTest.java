@@ -43,6 +43,16 @@ class FusedOptimizerTest {
     }
 
     @Test
+    void whereOnlyTheFusedStepExistsAutoFusesOnAnySingleDevice() {
+        // DJL's Nag: DJL's PyTorch engine has no update of its own
+        assertTrue(FusedOptimizer.AUTO.wantsFusedStepsWhereOnlyFused(CPU));
+        assertTrue(FusedOptimizer.AUTO.wantsFusedStepsWhereOnlyFused(ONE_GPU));
+        assertFalse(FusedOptimizer.AUTO.wantsFusedStepsWhereOnlyFused(TWO_GPUS));
+        assertTrue(FusedOptimizer.ON.wantsFusedStepsWhereOnlyFused(CPU));
+        assertFalse(FusedOptimizer.OFF.wantsFusedStepsWhereOnlyFused(CPU));
+    }
+
+    @Test
     @SuppressWarnings("deprecation")
     void theDeprecatedAliasInTrainNamesTheSameProperty() {
         assertEquals(FusedOptimizer.PROPERTY, LossScalingOptimizer.FUSED_PROPERTY);

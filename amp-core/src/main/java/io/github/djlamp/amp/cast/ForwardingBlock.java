@@ -1,6 +1,7 @@
 package io.github.djlamp.amp.cast;
 
 import ai.djl.MalformedModelException;
+import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
@@ -8,6 +9,7 @@ import ai.djl.nn.Block;
 import ai.djl.nn.BlockList;
 import ai.djl.nn.Parameter;
 import ai.djl.nn.ParameterList;
+import ai.djl.training.ParameterStore;
 import ai.djl.training.initializer.Initializer;
 import ai.djl.util.PairList;
 import java.io.DataInputStream;
@@ -17,8 +19,9 @@ import java.util.Map;
 import java.util.function.Predicate;
 
 /**
- * A block that is another block in every respect but forward: the same parameters with the same
- * names, the same initialization, the same saved parameter file, the same children.
+ * A block that is another block in every respect but forward (both of DJL's training forwards, with
+ * labels and without, are the subclass's): the same parameters with the same names, the same
+ * initialization, the same saved parameter file, the same children.
  */
 abstract class ForwardingBlock implements Block {
 
@@ -28,6 +31,24 @@ abstract class ForwardingBlock implements Block {
     ForwardingBlock(Block original) {
         this.original = original;
     }
+
+    /**
+     * The forward with labels is the subclass's too: {@link Block}'s default would drop the labels
+     * on the way to the forward without them, and blocks that need labels in training (DJL's {@code
+     * EncoderDecoder}) refuse that.
+     *
+     * @param parameterStore the parameter store
+     * @param data the input data
+     * @param labels the labels
+     * @param params optional parameters
+     * @return the outputs
+     */
+    @Override
+    public abstract NDList forward(
+            ParameterStore parameterStore,
+            NDList data,
+            NDList labels,
+            PairList<String, Object> params);
 
     /** {@inheritDoc} */
     @Override

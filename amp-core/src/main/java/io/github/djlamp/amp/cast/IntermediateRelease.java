@@ -158,9 +158,27 @@ final class IntermediateRelease {
             NDList inputs,
             boolean training,
             PairList<String, Object> params) {
+        return chain(stages, parameterStore, inputs, null, training, params);
+    }
+
+    /**
+     * {@link #chain(Iterable, ParameterStore, NDList, boolean, PairList)} with labels: with labels
+     * (a training forward), each stage runs its forward with labels, as DJL's SequentialBlock's
+     * children do; {@code labels} null runs the forward without.
+     */
+    NDList chain(
+            Iterable<Block> stages,
+            ParameterStore parameterStore,
+            NDList inputs,
+            NDList labels,
+            boolean training,
+            PairList<String, Object> params) {
         NDList current = inputs;
         for (Block stage : stages) {
-            NDList next = stage.forward(parameterStore, current, training, params);
+            NDList next =
+                    labels == null
+                            ? stage.forward(parameterStore, current, training, params)
+                            : stage.forward(parameterStore, current, labels, params);
             if (current != inputs) {
                 closeConsumed(current, inputs, next);
             }

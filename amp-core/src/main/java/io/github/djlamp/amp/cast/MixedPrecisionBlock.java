@@ -162,6 +162,24 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
         }
     }
 
+    private static void requireDeviceAndManager(String method, Device device, NDManager manager) {
+        Objects.requireNonNull(
+                device,
+                () ->
+                        "MixedPrecisionBlock."
+                                + method
+                                + " needs the device, got null: pass the one the model trains or"
+                                + " predicts on, e.g. trainer.getDevices()[0] or"
+                                + " model.getNDManager().getDevice()");
+        Objects.requireNonNull(
+                manager,
+                () ->
+                        "MixedPrecisionBlock."
+                                + method
+                                + " needs a manager of the engine, got null: pass e.g."
+                                + " model.getNDManager() or trainer.getManager()");
+    }
+
     private static <T> T requireArgument(T value, String what, String fix) {
         return Objects.requireNonNull(
                 value, () -> "MixedPrecisionBlock needs " + what + ", got null: " + fix);
@@ -192,8 +210,10 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
      * @param device the device
      * @param manager a manager of the engine, to find the engine layer
      * @return the concrete policy
+     * @throws NullPointerException when {@code device} or {@code manager} is null, naming it
      */
     public PrecisionPolicy resolvePolicy(Device device, NDManager manager) {
+        requireDeviceAndManager("resolvePolicy", device, manager);
         return devices.get(device, manager).policy();
     }
 
@@ -217,6 +237,38 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
             NDList inputs,
             boolean training,
             PairList<String, Object> params) {
+        return forward(parameterStore, inputs, null, training, params);
+    }
+
+    /**
+     * A training forward with labels, as DJL's {@code Trainer.forward(data, labels)} (and so {@code
+     * EasyTrain}) runs it: the labels reach the wrapped block's own labels overload (DJL's {@code
+     * EncoderDecoder} feeds them to its decoder), cast like the data where the block computes in 16
+     * bits. A block that does not override that overload runs as a training forward of the data, as
+     * in DJL.
+     *
+     * @param parameterStore the parameter store
+     * @param data the input data
+     * @param labels the labels, handed to the wrapped block
+     * @param params optional parameters
+     * @return the outputs, floating ones in fp32
+     */
+    @Override
+    public NDList forward(
+            ParameterStore parameterStore,
+            NDList data,
+            NDList labels,
+            PairList<String, Object> params) {
+        return forward(parameterStore, data, labels, true, params);
+    }
+
+    /** Both overloads: {@code labels} null for the one without (then as {@code training} says). */
+    private NDList forward(
+            ParameterStore parameterStore,
+            NDList inputs,
+            NDList labels,
+            boolean training,
+            PairList<String, Object> params) {
         if (!original.isInitialized()) {
             original.initialize(parameterStore.getManager(), DataType.FLOAT32, inputs.getShapes());
         }
@@ -230,7 +282,9 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
         Precision compute = r.policy().getComputePrecision();
         boolean checkpointing = training && checkpoints.plan().isEnabled();
         if (compute == Precision.FP32 && !checkpointing && !release.isEnabled()) {
-            return original.forward(parameterStore, inputs, training, params);
+            return labels == null
+                    ? original.forward(parameterStore, inputs, training, params)
+                    : original.forward(parameterStore, inputs, labels, params);
         }
         // fp32 runs the shadow too, casting nothing, for the release: bitwise the original's
         // results, without DJL's handle on every activation until the batch closes
@@ -240,7 +294,8 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
                 checkpoints.tape().noteCallers(inputs);
             }
             NDList outputs =
-                    runShadow(r, parameterStore, inputs, true, params, stepManager, compute);
+                    runShadow(
+                            r, parameterStore, inputs, labels, true, params, stepManager, compute);
             if (checkpointing) {
                 checkpoints.tape().noteCallers(outputs);
             }
@@ -250,7 +305,8 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
         // user's own manager), so the per-call casts and 16-bit intermediates go on a manager of
         // their own, freed here; only the outputs move to the input's manager.
         try (NDManager call = stepManager.newSubManager()) {
-            NDList outputs = runShadow(r, parameterStore, inputs, false, params, call, compute);
+            NDList outputs =
+                    runShadow(r, parameterStore, inputs, null, false, params, call, compute);
             for (NDArray output : outputs) {
                 if (output.getManager() == call) {
                     output.attach(stepManager);
@@ -264,6 +320,7 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
             DevicePolicies.Resolved r,
             ParameterStore parameterStore,
             NDList inputs,
+            NDList labels,
             boolean training,
             PairList<String, Object> params,
             NDManager stepManager,
@@ -283,7 +340,10 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
             counting = new ArithmeticShare(compute);
             casting.countArithmetic(counting);
         }
-        NDList outputs = r.shadow().forward(casting, inputs, training, params);
+        NDList outputs =
+                labels == null
+                        ? r.shadow().forward(casting, inputs, training, params)
+                        : r.shadow().forward(casting, inputs, labels, params);
         if (counting != null && arithmetic.putIfAbsent(device, counting) == null) {
             Fp32FallbackWarning.warnIfAny(original, r.policy(), counting);
         }
@@ -363,8 +423,10 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
      * @param device the device
      * @param manager a manager of the engine, to find the engine layer
      * @return the summary under the policy resolved for {@code device}
+     * @throws NullPointerException when {@code device} or {@code manager} is null, naming it
      */
     public PrecisionSummary getPrecisionSummary(Device device, NDManager manager) {
+        requireDeviceAndManager("getPrecisionSummary", device, manager);
         return PrecisionSummary.of(
                 original, resolvePolicy(device, manager), getKernelVerdicts(), checkpoints.plan());
     }

@@ -6,6 +6,7 @@ import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
+import ai.djl.nn.AbstractBaseBlock;
 import ai.djl.nn.AbstractBlock;
 import ai.djl.nn.Block;
 import ai.djl.training.ParameterStore;
@@ -16,6 +17,7 @@ import io.github.djlamp.amp.policy.CastCategory;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.verify.KernelVerdict;
 import io.github.djlamp.amp.verify.KernelVerifier;
+import java.lang.reflect.Method;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -43,6 +45,7 @@ final class PrecisionStage extends AbstractBlock {
     private final CastCategory category;
     private final String path;
     private final IntermediateRelease release;
+    private final boolean takesLabels;
     private final Map<List<Object>, KernelVerdict> verdicts = new ConcurrentHashMap<>();
     private volatile Known lastVerdict;
     private volatile List<Pair<String, Block>> inside;
@@ -69,6 +72,29 @@ final class PrecisionStage extends AbstractBlock {
         this.path = path;
         this.release = release;
         this.pendingBreadcrumb = breadcrumb;
+        this.takesLabels = overridesLabelsForward(inner);
+    }
+
+    /**
+     * Whether {@code block}'s class (or a superclass below DJL's {@code AbstractBaseBlock}) has a
+     * forward with labels of its own: DJL's {@code EncoderDecoder}, {@code SequentialBlock} and
+     * {@code ParallelBlock} do. Any other block runs that forward as a training forward of the data
+     * alone.
+     */
+    static boolean overridesLabelsForward(Block block) {
+        Class<?>[] withLabels = {ParameterStore.class, NDList.class, NDList.class, PairList.class};
+        for (Class<?> c = block.getClass();
+                c != null && c != AbstractBaseBlock.class && c != Object.class;
+                c = c.getSuperclass()) {
+            for (Method method : c.getDeclaredMethods()) {
+                String name = method.getName();
+                if ((name.equals("forward") || name.equals("forwardInternal"))
+                        && Arrays.equals(method.getParameterTypes(), withLabels)) {
+                    return true;
+                }
+            }
+        }
+        return false;
     }
 
     /** {@inheritDoc} */
@@ -78,30 +104,72 @@ final class PrecisionStage extends AbstractBlock {
             NDList inputs,
             boolean training,
             PairList<String, Object> params) {
+        return forward(parameterStore, inputs, null, training, params);
+    }
+
+    /**
+     * A training forward with labels: a block with a labels forward of its own gets the labels,
+     * cast as its data is; any other runs a training forward of the data, as in DJL.
+     */
+    @Override
+    protected NDList forwardInternal(
+            ParameterStore parameterStore,
+            NDList data,
+            NDList labels,
+            PairList<String, Object> params) {
+        return forward(parameterStore, data, takesLabels ? labels : null, true, params);
+    }
+
+    /** Both forwards: {@code labels} null for the one without. */
+    private NDList forward(
+            ParameterStore parameterStore,
+            NDList inputs,
+            NDList labels,
+            boolean training,
+            PairList<String, Object> params) {
         if (!(parameterStore instanceof CastingParameterStore)) {
-            return inner.forward(parameterStore, inputs, training, params);
+            return run(parameterStore, inputs, labels, training, params);
         }
         CastingParameterStore casting = (CastingParameterStore) parameterStore;
-        NDList outputs = forwardCast(casting, inputs, training, params);
+        NDList outputs = forwardCast(casting, inputs, labels, training, params);
         casting.countMade(outputs, inputs);
         return outputs;
+    }
+
+    /** The inner block's forward, with labels when there are any. */
+    private NDList run(
+            ParameterStore store,
+            NDList inputs,
+            NDList labels,
+            boolean training,
+            PairList<String, Object> params) {
+        return labels == null
+                ? inner.forward(store, inputs, training, params)
+                : inner.forward(store, inputs, labels, params);
     }
 
     private NDList forwardCast(
             CastingParameterStore casting,
             NDList inputs,
+            NDList labels,
             boolean training,
             PairList<String, Object> params) {
         return switch (category) {
-            case LOW, TRUSTED -> forwardLow(casting, inputs, training, params);
+            case LOW, TRUSTED -> forwardLow(casting, inputs, labels, training, params);
             case FP32 -> {
-                NDList fp32 = casting.toFp32(inputs);
                 NDList outputs =
-                        forwardAndReleaseCasts(casting.delegate(), fp32, inputs, training, params);
+                        forwardAndReleaseCasts(
+                                casting.delegate(),
+                                casting.toFp32(inputs),
+                                inputs,
+                                labels == null ? null : castLabels(casting.toFp32(labels), labels),
+                                labels,
+                                training,
+                                params);
                 casting.recordArithmetic(path, inner, Precision.FP32, inputs, outputs);
                 yield outputs;
             }
-            case PASS_THROUGH -> forwardPassThrough(casting, inputs, training, params);
+            case PASS_THROUGH -> forwardPassThrough(casting, inputs, labels, training, params);
             case CONTAINER ->
                     throw new IllegalStateException(
                             "'" + path + "' is a container: the shadow tree descends into it");
@@ -112,13 +180,20 @@ final class PrecisionStage extends AbstractBlock {
     private NDList forwardLow(
             CastingParameterStore casting,
             NDList inputs,
+            NDList labels,
             boolean training,
             PairList<String, Object> params) {
         KernelVerdict verdict = verdict(casting, inputs, training);
         if (verdict != null && !verdict.runsLowPrecision()) {
             NDList outputs =
                     forwardAndReleaseCasts(
-                            casting.delegate(), casting.toFp32(inputs), inputs, training, params);
+                            casting.delegate(),
+                            casting.toFp32(inputs),
+                            inputs,
+                            labels == null ? null : castLabels(casting.toFp32(labels), labels),
+                            labels,
+                            training,
+                            params);
             casting.recordArithmetic(path, inner, Precision.FP32, inputs, outputs);
             return outputs;
         }
@@ -128,7 +203,9 @@ final class PrecisionStage extends AbstractBlock {
         if (pendingBreadcrumb != null && low.computePrecision() == Precision.BF16) {
             leaveBreadcrumb(cast);
         }
-        NDList outputs = forwardAndReleaseCasts(low, cast, inputs, training, params);
+        NDList castLabels = labels == null ? null : castLabels(low.toLow(labels), labels);
+        NDList outputs =
+                forwardAndReleaseCasts(low, cast, inputs, castLabels, labels, training, params);
         casting.recordArithmetic(path, inner, low.computePrecision(), inputs, outputs);
         return outputs;
     }
@@ -137,12 +214,13 @@ final class PrecisionStage extends AbstractBlock {
     private NDList forwardPassThrough(
             CastingParameterStore casting,
             NDList inputs,
+            NDList labels,
             boolean training,
             PairList<String, Object> params) {
         if (pendingBreadcrumb != null && casting.anyBf16(inputs)) {
             leaveBreadcrumb(inputs);
         }
-        return inner.forward(casting.delegate(), inputs, training, params);
+        return run(casting.delegate(), inputs, labels, training, params);
     }
 
     /**
@@ -274,16 +352,45 @@ final class PrecisionStage extends AbstractBlock {
         }
     }
 
-    /** Runs the block on cast inputs, then drops the handles to the casts it has consumed. */
+    /**
+     * Runs the block on cast inputs (and cast labels, when there are labels), then drops the
+     * handles to the casts it has consumed.
+     */
     private NDList forwardAndReleaseCasts(
             ParameterStore store,
             NDList cast,
             NDList inputs,
+            NDList castLabels,
+            NDList labels,
             boolean training,
             PairList<String, Object> params) {
-        NDList outputs = inner.forward(store, cast, training, params);
+        // a block may add to its labels (EncoderDecoder adds the encoder's states): what to
+        // release is what was cast, taken before the forward
+        NDList castOnly =
+                castLabels == null || castLabels == labels ? null : new NDList(castLabels);
+        NDList outputs = run(store, cast, castLabels, training, params);
         release.closeConsumed(cast, inputs, outputs);
+        if (castOnly != null) {
+            release.closeConsumed(castOnly, labels, outputs);
+        }
         return outputs;
+    }
+
+    /**
+     * The labels to hand to the block: the caller's own list when the cast changed none of them
+     * (integer tokens, fp32 labels of an fp32 block), so that the block sees what it would see in
+     * DJL; otherwise the cast list. Null when there are no labels.
+     */
+    private static NDList castLabels(NDList cast, NDList labels) {
+        if (labels == null) {
+            return null;
+        }
+        for (int i = 0; i < labels.size(); i++) {
+            if (cast.get(i) != labels.get(i)) {
+                return cast;
+            }
+        }
+        return labels;
     }
 
     /** Returns whether this stage has yet to log its breadcrumb (tests). */

@@ -347,6 +347,16 @@ final class ShadowTree {
             return release.chain(children.values(), parameterStore, inputs, training, null);
         }
 
+        /** With labels, each child runs its forward with labels, as in DJL's SequentialBlock. */
+        @Override
+        protected NDList forwardInternal(
+                ParameterStore parameterStore,
+                NDList data,
+                NDList labels,
+                PairList<String, Object> params) {
+            return release.chain(children.values(), parameterStore, data, labels, true, null);
+        }
+
         @Override
         public boolean isInitialized() {
             return true;
@@ -384,6 +394,20 @@ final class ShadowTree {
                 branches.add(child.forward(parameterStore, inputs, training, params));
             }
             return release.join(join, branches, inputs);
+        }
+
+        /** With labels, each branch runs its forward with labels, as in DJL's ParallelBlock. */
+        @Override
+        protected NDList forwardInternal(
+                ParameterStore parameterStore,
+                NDList data,
+                NDList labels,
+                PairList<String, Object> params) {
+            List<NDList> branches = new ArrayList<>(children.size());
+            for (Block child : children.values()) {
+                branches.add(child.forward(parameterStore, data, labels, params));
+            }
+            return release.join(join, branches, data);
         }
 
         @Override

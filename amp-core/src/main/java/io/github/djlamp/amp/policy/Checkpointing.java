@@ -179,9 +179,16 @@ public final class Checkpointing {
      *
      * @param properties e.g. a configuration file's
      * @return the setting
+     * @throws NullPointerException when {@code properties} is null, naming what to pass
      * @throws IllegalArgumentException when the value is not a setting ({@link #parse})
      */
     public static Checkpointing fromProperties(Properties properties) {
+        Objects.requireNonNull(
+                properties,
+                "Checkpointing.fromProperties needs the Properties to read "
+                        + PROPERTY
+                        + " from, got null: pass the loaded configuration (an empty Properties"
+                        + " means none), or use Checkpointing.none() or Checkpointing.parse(...)");
         String value = properties.getProperty(PROPERTY);
         return value == null ? none() : parse(value);
     }

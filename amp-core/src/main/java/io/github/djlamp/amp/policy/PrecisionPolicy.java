@@ -361,9 +361,25 @@ public final class PrecisionPolicy {
          *
          * @param blockClasses block classes
          * @return this builder
+         * @throws NullPointerException when the array or one of its classes is null, naming it
          */
         @SafeVarargs
         public final Builder trust(Class<? extends Block>... blockClasses) {
+            Objects.requireNonNull(
+                    blockClasses,
+                    "PrecisionPolicy.Builder.trust needs the block classes to trust, got null:"
+                            + " pass them, e.g. trust(Residual.class), or leave trust out");
+            for (int i = 0; i < blockClasses.length; i++) {
+                if (blockClasses[i] == null) {
+                    throw new NullPointerException(
+                            "PrecisionPolicy.Builder.trust got null as block class "
+                                    + (i + 1)
+                                    + " of "
+                                    + blockClasses.length
+                                    + ": pass only the classes of the blocks to trust, e.g."
+                                    + " trust(Residual.class)");
+                }
+            }
             for (Class<? extends Block> blockClass : blockClasses) {
                 overrideClass(blockClass, CastCategory.TRUSTED);
             }

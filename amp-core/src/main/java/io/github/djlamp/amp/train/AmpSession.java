@@ -82,9 +82,14 @@ public final class AmpSession implements AutoCloseable {
      *
      * @param trainer the trainer
      * @return its session, attached to it
+     * @throws NullPointerException when {@code trainer} is null, naming what to pass
      * @throws AmpException when the trainer was not configured through Amp.configure
      */
     public static AmpSession of(Trainer trainer) {
+        Objects.requireNonNull(
+                trainer,
+                "AmpSession.of needs the trainer, got null: pass the Trainer made by"
+                        + " model.newTrainer(Amp.configure(config, block))");
         AmpSession session = AmpTrainingListener.sessionOf(trainer);
         if (session == null) {
             throw SessionChecks.notConfigured();
@@ -145,10 +150,16 @@ public final class AmpSession implements AutoCloseable {
      *
      * @param loss the unscaled loss
      * @return the loss scaled for backward
+     * @throws NullPointerException when {@code loss} is null, naming what to pass
      * @throws AmpException when {@code loss} was already scaled by djl-amp
      * @throws IllegalStateException when this step's gradients were already unscaled and checked
      */
     public NDArray scale(NDArray loss) {
+        Objects.requireNonNull(
+                loss,
+                "AmpSession.scale needs the step's loss, got null: pass the array your loss"
+                        + " computed inside the GradientCollector, e.g."
+                        + " collector.backward(amp.scale(loss))");
         SessionChecks.requireAttached(attached);
         SessionChecks.requireNotScaledYet(loss);
         if (!attached.isScaling()) {
@@ -294,9 +305,15 @@ public final class AmpSession implements AutoCloseable {
      *
      * @param file where to write
      * @throws IOException when the file cannot be written
+     * @throws NullPointerException when {@code file} is null, naming what to pass
      * @throws AmpException for another optimizer
      */
     public void saveOptimizerState(Path file) throws IOException {
+        Objects.requireNonNull(
+                file,
+                "AmpSession.saveOptimizerState needs the file to write, got null: pass a Path,"
+                        + " e.g. modelDir.resolve(\"optimizer.state\") beside model.save(modelDir,"
+                        + " name)");
         SessionChecks.requireAttached(attached);
         persistence.saveOptimizerState(this, optimizer, file);
     }

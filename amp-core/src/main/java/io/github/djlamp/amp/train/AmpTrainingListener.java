@@ -1,7 +1,9 @@
 package io.github.djlamp.amp.train;
 
 import ai.djl.metric.Metrics;
+import ai.djl.ndarray.NDManager;
 import ai.djl.training.Trainer;
+import ai.djl.training.dataset.Batch;
 import ai.djl.training.listener.TrainingListener;
 import ai.djl.training.listener.TrainingListenerAdapter;
 import io.github.djlamp.amp.cast.ArithmeticShare;
@@ -112,10 +114,24 @@ public final class AmpTrainingListener extends TrainingListenerAdapter {
         startEpoch();
     }
 
-    /** {@inheritDoc} */
+    /**
+     * {@inheritDoc}
+     *
+     * <p>The check's per-step arrays go on the batch's manager, which {@code EasyTrain} closes
+     * after the step. Loops that train without a {@code Batch} (DJL's reinforcement-learning
+     * agents: {@code QAgent.trainBatch} notifies with a null batch, then the caller runs {@code
+     * trainer.step()}) get a manager of their own for the check, closed once it is done.
+     */
     @Override
     public void onTrainingBatch(Trainer trainer, BatchData batchData) {
-        session.afterBackward(batchData.getBatch().getManager());
+        Batch batch = batchData.getBatch();
+        if (batch != null) {
+            session.afterBackward(batch.getManager());
+        } else {
+            try (NDManager stepManager = trainer.getManager().newSubManager()) {
+                session.afterBackward(stepManager);
+            }
+        }
         LossScaler scaler = session.getScaler();
         if (!scaler.isMirrorFresh()) {
             return; // the state is on the device: reported at its next host read

@@ -21,11 +21,24 @@ final class FusedStepPlan {
     private FusedStepPlan() {}
 
     /**
-     * Whether the trainer's steps are fused: wanted by the settings on these devices, on one
+     * Whether the trainer's steps are fused: wanted by the settings on these devices (for an
+     * optimizer DJL's engine cannot update, DJL's Nag, as the settings say for that case), on one
      * device, and the optimizer has a fused version (planned at its first call, logged otherwise).
      */
     static boolean fusesSteps(
             SessionSettings settings, Device[] devices, LossScalingOptimizer optimizer) {
+        if (optimizer != null
+                && optimizer.onlyFusedUpdates()
+                && !settings.wantsFusedSteps(devices)
+                && settings.wantsFusedStepsWhereOnlyFused(devices)
+                && devices.length == 1) {
+            logger.info(
+                    "djl-amp fuses the optimizer steps on {}: DJL's PyTorch engine has no update"
+                            + " for {} of its own",
+                    devices[0],
+                    optimizer.getInner().getClass().getSimpleName());
+            return optimizer.planFusedSteps();
+        }
         boolean wanted = optimizer != null && settings.wantsFusedSteps(devices);
         if (wanted && devices.length > 1) {
             logger.info(

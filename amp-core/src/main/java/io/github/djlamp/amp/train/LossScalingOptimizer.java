@@ -2,8 +2,10 @@ package io.github.djlamp.amp.train;
 
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
+import ai.djl.training.optimizer.Nag;
 import ai.djl.training.optimizer.Optimizer;
 import io.github.djlamp.amp.cast.internal.WeightCastCache;
+import io.github.djlamp.amp.exception.AmpException;
 import java.util.Objects;
 
 /**
@@ -68,6 +70,14 @@ public final class LossScalingOptimizer extends Optimizer {
             fusedPlanned = true;
         }
         return fused != null;
+    }
+
+    /**
+     * Whether the inner optimizer's only update is djl-amp's fused one: DJL's {@code Nag}, which
+     * DJL's PyTorch engine cannot update ({@code nagUpdate} is not implemented).
+     */
+    boolean onlyFusedUpdates() {
+        return inner.getClass() == Nag.class;
     }
 
     /**
@@ -154,8 +164,29 @@ public final class LossScalingOptimizer extends Optimizer {
             }
             return;
         }
-        inner.update(parameterId, weight, grad);
+        try {
+            inner.update(parameterId, weight, grad);
+        } catch (UnsupportedOperationException e) {
+            throw inner instanceof Nag ? nagWithoutUpdate(e) : e;
+        }
         weightUpdated(parameterId);
+    }
+
+    /**
+     * DJL's Nag calls its engine's {@code nagUpdate}, which DJL's PyTorch engine lacks (a bare "Not
+     * implemented"; plain DJL fails the same way): says so, and that djl-amp's fused Nag gives one.
+     */
+    private static AmpException nagWithoutUpdate(UnsupportedOperationException cause) {
+        return new AmpException(
+                "DJL's Nag has no update in this engine (DJL's PyTorch engine does not implement"
+                        + " nagUpdate: \""
+                        + cause.getMessage()
+                        + "\"; plain DJL fails the same way), and this trainer runs DJL's own"
+                        + " per-parameter update (FusedOptimizer.OFF, or several devices)."
+                        + " djl-amp's fused Nag has one: configure with"
+                        + " AmpOptions.builder().fusedOptimizer(FusedOptimizer.ON) or AUTO and"
+                        + " train on one device, or use Sgd with momentum. No weight was changed.",
+                cause);
     }
 
     /** The master weight changed: its 16-bit casts are stale. */

@@ -18,6 +18,7 @@ public final class SessionSettings {
     private final int accumulationSteps;
     private final int hostSyncInterval;
     private final Predicate<Device[]> fusedStepsWanted;
+    private final Predicate<Device[]> fusedStepsWantedWhereOnlyFused;
 
     /**
      * Creates the settings.
@@ -38,6 +39,31 @@ public final class SessionSettings {
             int accumulationSteps,
             int hostSyncInterval,
             Predicate<Device[]> fusedStepsWanted) {
+        this(lossScaling, accumulationSteps, hostSyncInterval, fusedStepsWanted, fusedStepsWanted);
+    }
+
+    /**
+     * Creates the settings, with a second say on fused steps for an optimizer whose only update is
+     * the fused one (DJL's {@code Nag}: DJL's PyTorch engine has no {@code nagUpdate}).
+     *
+     * @param lossScaling the loss scaling, or null for the precision's default (dynamic for fp16,
+     *     none for bf16 and fp32)
+     * @param accumulationSteps batches whose gradients add up before one step, at least 1
+     * @param hostSyncInterval steps between two host reads of a scaler state kept on the device, at
+     *     least 1
+     * @param fusedStepsWanted whether fused optimizer steps are wanted for a trainer on the given
+     *     devices (where the optimizer has a fused version)
+     * @param fusedStepsWantedWhereOnlyFused the same for an optimizer DJL's engine cannot update
+     * @throws IllegalArgumentException when {@code accumulationSteps} or {@code hostSyncInterval}
+     *     is below 1
+     * @throws NullPointerException when a predicate is null
+     */
+    public SessionSettings(
+            LossScaling lossScaling,
+            int accumulationSteps,
+            int hostSyncInterval,
+            Predicate<Device[]> fusedStepsWanted,
+            Predicate<Device[]> fusedStepsWantedWhereOnlyFused) {
         if (accumulationSteps < 1) {
             throw new IllegalArgumentException(
                     "accumulationSteps must be >= 1 batch, got "
@@ -57,6 +83,10 @@ public final class SessionSettings {
                 Objects.requireNonNull(
                         fusedStepsWanted,
                         "fusedStepsWanted: pass devices -> false for DJL's own optimizer update");
+        this.fusedStepsWantedWhereOnlyFused =
+                Objects.requireNonNull(
+                        fusedStepsWantedWhereOnlyFused,
+                        "fusedStepsWantedWhereOnlyFused: pass the same as fusedStepsWanted");
     }
 
     /**
@@ -94,6 +124,17 @@ public final class SessionSettings {
      */
     public boolean wantsFusedSteps(Device[] devices) {
         return fusedStepsWanted.test(devices);
+    }
+
+    /**
+     * Returns whether fused optimizer steps are wanted for a trainer on {@code devices} when the
+     * optimizer has no update of its own in DJL's engine (DJL's {@code Nag}).
+     *
+     * @param devices the trainer's devices
+     * @return true to fuse
+     */
+    public boolean wantsFusedStepsWhereOnlyFused(Device[] devices) {
+        return fusedStepsWantedWhereOnlyFused.test(devices);
     }
 
     /** The configured loss scaling, or the default of the precision computed in. */
