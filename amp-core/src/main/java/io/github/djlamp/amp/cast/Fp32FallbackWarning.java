@@ -51,8 +51,10 @@ final class Fp32FallbackWarning {
                     "djl-amp: {} unit{} of unknown content run{} in fp32 between 16-bit layers,"
                             + " with a cast on each side: {}. A lambda djl-amp cannot look into"
                             + " may call softmax, so it is kept in fp32, and in a conv net that can"
-                            + " cost half the speed. Write activations as DJL's named blocks:"
-                            + " add(Activation.reluBlock()) instead of a lambda of your own. {}",
+                            + " cost half the speed. Write activations as DJL's blocks"
+                            + " (Activation.reluBlock()) or method references to DJL's functions"
+                            + " (Activation::relu), and keep lambdas of your own in a class of"
+                            + " their own. {}",
                     islands.size(),
                     islands.size() == 1 ? "" : "s",
                     islands.size() == 1 ? "s" : "",
