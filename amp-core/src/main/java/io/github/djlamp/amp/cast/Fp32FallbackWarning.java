@@ -91,10 +91,10 @@ final class Fp32FallbackWarning {
             return "";
         }
         if (first instanceof RecurrentBlock) {
-            return "DJL's recurrent layers stay fp32: their Java code reads their outputs' data"
-                    + " type, which terminates the JVM on a bf16 array; mixed_float16 (a GPU's"
-                    + " precision) may run them in 16 bits with an override:"
-                    + " mixed_float16[class:"
+            return "DJL's recurrent layers stay fp32 by default (long accumulations);"
+                    + " to try one in 16 bits: "
+                    + concrete.getName()
+                    + "[class:"
                     + first.getClass().getName()
                     + "=low].";
         }
