@@ -7,7 +7,9 @@ import ai.djl.ndarray.NDManager;
 import ai.djl.nn.Parameter;
 import ai.djl.util.PairList;
 import io.github.djlamp.amp.exception.AmpException;
+import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.spi.AmpBackend;
+import io.github.djlamp.amp.spi.MemoryLayout;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HashMap;
@@ -56,6 +58,8 @@ final class CheckpointTape {
     private final Set<NDArray> callers = Collections.newSetFromMap(new IdentityHashMap<>());
     private final Set<NDArray> leaves = Collections.newSetFromMap(new IdentityHashMap<>());
     private final Map<NDArray, NDArray> handedOn = new IdentityHashMap<>();
+    private final Set<CheckpointedSegment> reproduced =
+            Collections.newSetFromMap(new IdentityHashMap<>());
     private final Supplier<List<Parameter>> model;
     private volatile boolean holding;
     private long recomputed;
@@ -253,8 +257,12 @@ final class CheckpointTape {
             requireOpen(run);
             Device device = run.outputs().head().getDevice();
             // the segment after this one has been recomputed: the outputs' values are read no more,
-            // only the gradients they collected, and the recomputation makes them again
-            closeOwnOutputs(run);
+            // only the gradients they collected, and the recomputation makes them again; but a
+            // segment's first recomputation is compared with them
+            boolean compare = !reproduced.contains(run.segment());
+            if (!compare) {
+                closeOwnOutputs(run);
+            }
             boolean recording = backend.setRecording(true);
             try {
                 NDList inputs = new NDList(run.inputs().size());
@@ -283,6 +291,11 @@ final class CheckpointTape {
                                         inputs,
                                         true,
                                         run.params());
+                if (compare) {
+                    requireReproduced(run, again, backend, scope);
+                    reproduced.add(run.segment());
+                    closeOwnOutputs(run);
+                }
                 NDList outputs = new NDList(which.size());
                 NDList gradients = new NDList(which.size());
                 for (int j = 0; j < which.size(); j++) {
@@ -305,6 +318,49 @@ final class CheckpointTape {
             } finally {
                 backend.setRecording(recording);
             }
+        }
+    }
+
+    /**
+     * Refuses a recomputation whose outputs are not, bit for bit, those of the segment's forward
+     * pass: its gradients would not be the forward pass's. A forward that draws random numbers
+     * (DJL's {@code Dropout.dropout} in a block's own forward, a random array) draws new ones in
+     * the recomputation, and DJL's PyTorch engine offers no way to save and restore the generator's
+     * state for it (TorchScript has no {@code get_rng_state}), as PyTorch's own checkpoint does.
+     * Checked at each segment's first recomputation: one host read per segment, once.
+     */
+    private static void requireReproduced(
+            Run run, NDList again, AmpBackend backend, NDManager scope) {
+        boolean recording = backend.setRecording(false);
+        try {
+            for (int k = 0; k < run.outputs().size(); k++) {
+                NDArray first = run.outputs().get(k);
+                if (!run.outputIsLeaf()[k] || first.isReleased()) {
+                    continue;
+                }
+                NDArray a = backend.cast(first, Precision.FP32, MemoryLayout.CONTIGUOUS, scope);
+                NDArray b =
+                        backend.cast(again.get(k), Precision.FP32, MemoryLayout.CONTIGUOUS, scope);
+                NDArray same = a.eq(b).logicalOr(a.isNaN().logicalAnd(b.isNaN()));
+                if (!same.all().getBoolean()) {
+                    throw new AmpException(
+                            "checkpointing: the recomputation of the checkpointed segment '"
+                                    + run.segment().description()
+                                    + "' did not reproduce its forward pass (output "
+                                    + k
+                                    + " differs), so the gradients would not be the forward"
+                                    + " pass's. Its forward draws random numbers (Dropout.dropout"
+                                    + " or a random array in a block's own forward) or is not"
+                                    + " deterministic; djl-amp cannot replay the random generator"
+                                    + " of DJL's PyTorch engine, which has no way to save and"
+                                    + " restore its state. Checkpoint only the stages without"
+                                    + " randomness, naming them with"
+                                    + " Checkpointing.blocks(\"path:...\"), or use"
+                                    + " Checkpointing.none()");
+                }
+            }
+        } finally {
+            backend.setRecording(recording);
         }
     }
 
