@@ -7,12 +7,17 @@ import ai.djl.ndarray.NDManager;
 import ai.djl.nn.Parameter;
 import ai.djl.util.PairList;
 import io.github.djlamp.amp.exception.AmpException;
+import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.spi.AmpBackend;
+import io.github.djlamp.amp.spi.MemoryLayout;
 import java.util.ArrayList;
 import java.util.Collections;
+import java.util.HashMap;
 import java.util.IdentityHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
+import java.util.function.Supplier;
 
 /**
  * The checkpointed segments one or more training forward passes ran without recording, in the order
@@ -21,10 +26,17 @@ import java.util.Set;
  * <p>In the forward pass each segment's floating outputs become leaves that collect the gradient
  * backward brings them. The recomputation takes the segments from the last to the first: it runs
  * the segment again with recording on from detached copies of its inputs, back-propagates the
- * gradients its outputs collected through it (into the parameters, and into the copies), and then
- * pushes the copies' gradients into the graph that made the inputs, which reaches the outputs of
- * the segment before. Segments sit only in chains of SequentialBlocks ({@link CheckpointPlan}), so
- * that graph is read by this segment alone and still whole.
+ * gradients its outputs received through it (adding into the parameters' gradients), and hands the
+ * gradients it computed for its inputs on: kept for the segment before, when an input is that
+ * segment's output, or pushed into the graph that made the input. Segments sit only in chains of
+ * SequentialBlocks ({@link CheckpointPlan}), so that graph is read by this segment alone and still
+ * whole.
+ *
+ * <p>The input gradients are handed on as the recomputation's backward computed them, never through
+ * a leaf's gradient: autograd copies what a leaf collects into the leaf's own memory layout, and
+ * the segment before would then back-propagate, say, a channels-last gradient where an
+ * uncheckpointed backward gives its kernels a contiguous one (a bf16 BatchNorm before an fp32
+ * island): the same values, summed in another order.
  *
  * <p>The running statistics a segment's BatchNorms moved in the forward pass are put back after its
  * recomputation moved them again: they move once per step, as without checkpointing.
@@ -45,10 +57,24 @@ final class CheckpointTape {
     private final Set<NDArray> held = Collections.newSetFromMap(new IdentityHashMap<>());
     private final Set<NDArray> callers = Collections.newSetFromMap(new IdentityHashMap<>());
     private final Set<NDArray> leaves = Collections.newSetFromMap(new IdentityHashMap<>());
+    private final Map<NDArray, NDArray> handedOn = new IdentityHashMap<>();
+    private final Set<CheckpointedSegment> reproduced =
+            Collections.newSetFromMap(new IdentityHashMap<>());
+    private final Supplier<List<Parameter>> model;
     private volatile boolean holding;
     private long recomputed;
     private boolean estimating;
     private CheckpointSaving saving;
+
+    /**
+     * Makes the tape of one wrapped model.
+     *
+     * @param model the model's parameters: a recomputation adds into the gradients of those its
+     *     segment reaches
+     */
+    CheckpointTape(Supplier<List<Parameter>> model) {
+        this.model = model;
+    }
 
     /** Notes the arrays a training forward pass was given or returned: never closed here. */
     synchronized void noteCallers(NDList arrays) {
@@ -162,9 +188,10 @@ final class CheckpointTape {
             for (Run run : runs) {
                 outputsLeft.addAll(run.outputs());
             }
+            Map<Device, NDList> trainable = new HashMap<>();
             for (int r = runs.size() - 1; r >= 0; r--) {
                 Run run = runs.get(r);
-                replay(run);
+                replay(run, trainable);
                 recomputed++;
                 for (NDArray output : run.outputs()) {
                     outputsLeft.remove(output); // by identity: DJL's NDArray.equals compares values
@@ -189,6 +216,10 @@ final class CheckpointTape {
         held.clear();
         callers.clear();
         leaves.clear();
+        for (NDArray gradient : handedOn.values()) {
+            gradient.close();
+        }
+        handedOn.clear();
     }
 
     private static void requireOpen(Run run) {
@@ -205,15 +236,15 @@ final class CheckpointTape {
         }
     }
 
-    private void replay(Run run) {
+    private void replay(Run run, Map<Device, NDList> trainable) {
         AmpBackend backend = run.store().backend();
         NDManager home = run.store().stepManager();
         try (NDManager scope = home.newSubManager()) {
             NDList reached = new NDList();
             List<Integer> which = new ArrayList<>();
             for (int k = 0; k < run.outputs().size(); k++) {
-                if (run.outputIsLeaf()[k] && !run.outputs().get(k).isReleased()) {
-                    NDArray gradient = backend.gradientOrNull(run.outputs().get(k), scope);
+                if (run.outputIsLeaf()[k]) {
+                    NDArray gradient = gradientAt(run.outputs().get(k), backend, scope);
                     if (gradient != null) {
                         reached.add(gradient);
                         which.add(k);
@@ -226,21 +257,27 @@ final class CheckpointTape {
             requireOpen(run);
             Device device = run.outputs().head().getDevice();
             // the segment after this one has been recomputed: the outputs' values are read no more,
-            // only the gradients they collected, and the recomputation makes them again
-            closeOwnOutputs(run);
+            // only the gradients they collected, and the recomputation makes them again; but a
+            // segment's first recomputation is compared with them
+            boolean compare = !reproduced.contains(run.segment());
+            if (!compare) {
+                closeOwnOutputs(run);
+            }
             boolean recording = backend.setRecording(true);
             try {
                 NDList inputs = new NDList(run.inputs().size());
+                NDList copies = new NDList();
                 List<Integer> pushed = new ArrayList<>();
                 for (int i = 0; i < run.inputs().size(); i++) {
                     NDArray input = run.inputs().get(i);
-                    if (run.inputNeedsGradient()[i] && !leaves.contains(input)) {
-                        inputs.add(backend.detachedLeaf(input, scope));
+                    if (run.inputNeedsGradient()[i]) {
+                        NDArray copy = backend.detachedLeaf(input, scope);
+                        inputs.add(copy);
+                        copies.add(copy);
                         pushed.add(i);
                     } else {
-                        // a leaf a segment before handed on collects the gradient itself; lent to
-                        // the scope, so that what the recomputation makes lands there and goes
-                        // with it (as in the forward pass), not on the batch's manager
+                        // lent to the scope, so that what the recomputation makes lands there
+                        // and goes with it (as in the forward pass), not on the batch's manager
                         input.tempAttach(scope);
                         inputs.add(input);
                     }
@@ -254,23 +291,150 @@ final class CheckpointTape {
                                         inputs,
                                         true,
                                         run.params());
+                if (compare) {
+                    requireReproduced(run, again, backend, scope);
+                    reproduced.add(run.segment());
+                    closeOwnOutputs(run);
+                }
+                NDList outputs = new NDList(which.size());
+                NDList gradients = new NDList(which.size());
                 for (int j = 0; j < which.size(); j++) {
                     NDArray output = again.get(which.get(j));
                     output.attach(scope);
-                    backend.backward(output, reached.get(j), j < which.size() - 1);
-                }
-                statistics.restore(backend);
-                for (int j = 0; j < pushed.size(); j++) {
-                    int i = pushed.get(j);
-                    NDArray gradient = backend.gradientOrNull(inputs.get(i), scope);
-                    if (gradient != null) {
-                        backend.backward(run.inputs().get(i), gradient, j < pushed.size() - 1);
+                    if (backend.requiresGradient(output)) {
+                        outputs.add(output);
+                        gradients.add(reached.get(j));
                     }
+                }
+                NDList parameters = trainable.computeIfAbsent(device, d -> trainable(run, d));
+                List<NDArray> found =
+                        outputs.isEmpty() || (copies.isEmpty() && parameters.isEmpty())
+                                ? null
+                                : backend.backwardTo(outputs, gradients, copies, parameters, scope);
+                statistics.restore(backend);
+                if (found != null) {
+                    handOn(run, pushed, found, backend, home);
                 }
             } finally {
                 backend.setRecording(recording);
             }
         }
+    }
+
+    /**
+     * Refuses a recomputation whose outputs are not, bit for bit, those of the segment's forward
+     * pass: its gradients would not be the forward pass's. A forward that draws random numbers
+     * (DJL's {@code Dropout.dropout} in a block's own forward, a random array) draws new ones in
+     * the recomputation, and DJL's PyTorch engine offers no way to save and restore the generator's
+     * state for it (TorchScript has no {@code get_rng_state}), as PyTorch's own checkpoint does.
+     * Checked at each segment's first recomputation: one host read per segment, once.
+     */
+    private static void requireReproduced(
+            Run run, NDList again, AmpBackend backend, NDManager scope) {
+        boolean recording = backend.setRecording(false);
+        try {
+            for (int k = 0; k < run.outputs().size(); k++) {
+                NDArray first = run.outputs().get(k);
+                if (!run.outputIsLeaf()[k] || first.isReleased()) {
+                    continue;
+                }
+                NDArray a = backend.cast(first, Precision.FP32, MemoryLayout.CONTIGUOUS, scope);
+                NDArray b =
+                        backend.cast(again.get(k), Precision.FP32, MemoryLayout.CONTIGUOUS, scope);
+                NDArray same = a.eq(b).logicalOr(a.isNaN().logicalAnd(b.isNaN()));
+                if (!same.all().getBoolean()) {
+                    throw new AmpException(
+                            "checkpointing: the recomputation of the checkpointed segment '"
+                                    + run.segment().description()
+                                    + "' did not reproduce its forward pass (output "
+                                    + k
+                                    + " differs), so the gradients would not be the forward"
+                                    + " pass's. Its forward draws random numbers (Dropout.dropout"
+                                    + " or a random array in a block's own forward) or is not"
+                                    + " deterministic; djl-amp cannot replay the random generator"
+                                    + " of DJL's PyTorch engine, which has no way to save and"
+                                    + " restore its state. Checkpoint only the stages without"
+                                    + " randomness, naming them with"
+                                    + " Checkpointing.blocks(\"path:...\"), or use"
+                                    + " Checkpointing.none()");
+                }
+            }
+        } finally {
+            backend.setRecording(recording);
+        }
+    }
+
+    /**
+     * The gradient that reached a segment's output: what backward put into the leaf (its readers
+     * outside any segment) plus what the recomputations of the segments after it handed on.
+     */
+    private NDArray gradientAt(NDArray output, AmpBackend backend, NDManager scope) {
+        NDArray handed = handedOn.remove(output);
+        if (handed != null) {
+            handed.attach(scope);
+        }
+        NDArray collected = output.isReleased() ? null : backend.gradientOrNull(output, scope);
+        if (collected == null) {
+            return handed;
+        }
+        return handed == null ? collected : collected.add(handed);
+    }
+
+    /**
+     * Passes the gradients a recomputation computed for the segment's inputs on: as they are to the
+     * segment before (never through its output leaf, which would copy them into its own memory
+     * layout, and the segment's backward kernels would not see what an uncheckpointed backward
+     * gives them), or into the graph that made the input.
+     */
+    private void handOn(
+            Run run,
+            List<Integer> pushed,
+            List<NDArray> found,
+            AmpBackend backend,
+            NDManager home) {
+        int last = -1;
+        for (int j = 0; j < pushed.size(); j++) {
+            if (found.get(j) != null && !leaves.contains(run.inputs().get(pushed.get(j)))) {
+                last = j;
+            }
+        }
+        for (int j = 0; j < pushed.size(); j++) {
+            NDArray gradient = found.get(j);
+            if (gradient == null) {
+                continue;
+            }
+            NDArray input = run.inputs().get(pushed.get(j));
+            if (leaves.contains(input)) {
+                gradient.attach(home);
+                NDArray before = handedOn.put(input, gradient);
+                if (before != null) { // the segment before's output read twice in this one
+                    NDArray sum = before.add(gradient);
+                    sum.attach(home);
+                    before.close();
+                    gradient.close();
+                    handedOn.put(input, sum);
+                }
+            } else {
+                backend.backward(input, gradient, j < last);
+            }
+        }
+    }
+
+    /** The model's parameters on {@code device} that collect gradients, each once. */
+    private NDList trainable(Run run, Device device) {
+        NDList result = new NDList();
+        Set<NDArray> seen = Collections.newSetFromMap(new IdentityHashMap<>());
+        AmpBackend backend = run.store().backend();
+        for (Parameter parameter : model.get()) {
+            if (!parameter.isInitialized() || !parameter.requiresGradient()) {
+                continue;
+            }
+            NDArray value = run.store().delegate().getValue(parameter, device, true);
+            if (value != null && seen.add(value) && backend.requiresGradient(value)) {
+                result.add(value);
+            }
+        }
+        return result;
     }
 
     private void closeOwnOutputs(Run run) {

@@ -16,13 +16,14 @@ final class Checkpoints implements CheckpointControl {
 
     private final Block original;
     private final Runnable rebuildShadows;
-    private final CheckpointTape tape = new CheckpointTape();
+    private final CheckpointTape tape;
     private volatile CheckpointPlan plan = CheckpointPlan.NONE;
     private volatile SavingEstimate savingEstimate;
 
     Checkpoints(Block original, Runnable rebuildShadows) {
         this.original = original;
         this.rebuildShadows = rebuildShadows;
+        this.tape = new CheckpointTape(() -> original.getParameters().values());
     }
 
     /** {@inheritDoc} */

@@ -5,6 +5,7 @@ import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import io.github.djlamp.amp.policy.Precision;
+import java.util.List;
 import java.util.function.Function;
 
 /**
@@ -314,4 +315,28 @@ public interface AmpBackend {
      * @param device the device the checks ran on
      */
     default void releaseFreedMemory(Device device) {}
+
+    /**
+     * Back-propagates {@code gradients} from {@code outputs} through the graph that made them and
+     * returns the gradients of {@code inputs} as the graph computed them, memory layout included:
+     * not added into any leaf's gradient, where autograd would copy them into the leaf's own
+     * layout. The gradients of {@code parameters} are added into theirs, as {@link #backward} adds
+     * them. A checkpointed segment's recomputation hands the input gradients on to the graph or
+     * segment before it, whose backward kernels then see what an uncheckpointed backward gives
+     * them.
+     *
+     * @param outputs arrays recorded in one graph
+     * @param gradients the gradients at {@code outputs}, one each, of their shapes and precisions
+     * @param inputs leaves of the graph whose gradients are returned
+     * @param parameters leaves of the graph whose gradients collect theirs
+     * @param manager the manager that owns the returned gradients
+     * @return one gradient per input, null where the graph does not reach it
+     */
+    default List<NDArray> backwardTo(
+            NDList outputs, NDList gradients, NDList inputs, NDList parameters, NDManager manager) {
+        throw new UnsupportedOperationException(
+                getEngineName()
+                        + "'s engine layer cannot return the gradients a backward brings its"
+                        + " inputs");
+    }
 }

@@ -30,6 +30,9 @@ final class AmpKernelScript {
     /** PyTorch's ScalarType code of bfloat16. */
     static final int BFLOAT16 = 15;
 
+    /** The method that back-propagates a checkpointed segment's recomputation. */
+    static final String BACKWARD_TO = "backward_to";
+
     static final String SOURCE =
             String.join(
                     "\n",
@@ -125,6 +128,37 @@ final class AmpKernelScript {
                     "    for i in range(len(live)):",
                     "      torch.where(skip, saved[i], live[i], out=live[i])",
                     "    return None",
+                    // the gradients of wrt[:n] as the graph computes them (autograd.grad puts
+                    // nothing into a leaf, so nothing is copied into the leaf's layout); those of
+                    // wrt[n:] added into theirs, as backward adds them; empty where none arrives
+                    "  def "
+                            + BACKWARD_TO
+                            + "(self: __torch__."
+                            + CLASS_NAME
+                            + ", outputs: List[Tensor], grads: List[Tensor], wrt: List[Tensor],"
+                            + " n: Tensor) -> List[Tensor]:",
+                    "    inputs = int(n.item())",
+                    "    cotangents: List[Optional[Tensor]] = []",
+                    "    for g in grads:",
+                    "      cotangents.append(g)",
+                    "    found = torch.autograd.grad(outputs, wrt, cotangents, False, False, True)",
+                    "    leaves: List[Tensor] = []",
+                    "    into: List[Optional[Tensor]] = []",
+                    "    for i in range(inputs, len(wrt)):",
+                    "      g = found[i]",
+                    "      if g is not None:",
+                    "        leaves.append(wrt[i].view_as(wrt[i]))",
+                    "        into.append(g)",
+                    "    if len(leaves) > 0:",
+                    "      torch.autograd.backward(leaves, into)",
+                    "    result: List[Tensor] = []",
+                    "    for i in range(inputs):",
+                    "      g = found[i]",
+                    "      if g is None:",
+                    "        result.append(torch.empty([0]))",
+                    "      else:",
+                    "        result.append(g)",
+                    "    return result",
                     "  def zero_(self: __torch__." + CLASS_NAME + ", grads: List[Tensor]) -> None:",
                     "    torch._foreach_zero_(grads)",
                     "    return None",

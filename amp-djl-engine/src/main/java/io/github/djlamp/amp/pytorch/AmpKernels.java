@@ -38,10 +38,12 @@ final class AmpKernels {
     private final NDManager manager;
     private final PtSymbolBlock module;
     private final Map<String, NDArray> castMarkers = new ConcurrentHashMap<>();
+    private final NDArray backwardToMarker;
 
     private AmpKernels(NDManager manager, PtSymbolBlock module) {
         this.manager = manager;
         this.module = module;
+        this.backwardToMarker = marker(AmpKernelScript.BACKWARD_TO);
         for (Precision precision : Precision.values()) {
             for (MemoryLayout layout : MemoryLayout.values()) {
                 String method = AmpKernelScript.castMethod(precision, layout);
@@ -87,6 +89,43 @@ final class AmpKernels {
     NDArray cast(PtNDArray array, Precision target, MemoryLayout layout) {
         NDArray marker = castMarkers.get(AmpKernelScript.castMethod(target, layout));
         return IValueUtils.forward(module, new NDList(array, marker), true).singletonOrThrow();
+    }
+
+    /**
+     * Runs {@code backward_to} with recording on (autograd.grad needs the graph); the arrays travel
+     * as TorchScript lists named by DJL's list convention, their own names put back afterwards.
+     */
+    NDList backwardTo(
+            NDList outputs, NDList gradients, NDList inputs, NDList parameters, NDManager manager) {
+        NDList call = new NDList();
+        List<String> names = new ArrayList<>();
+        try (NDManager scratch = manager.newSubManager()) {
+            add(call, names, outputs, "outputs[]");
+            add(call, names, gradients, "grads[]");
+            add(call, names, inputs, "wrt[]");
+            add(call, names, parameters, "wrt[]");
+            NDArray count = scratch.create((long) inputs.size());
+            count.setName("n");
+            call.add(count);
+            call.add(backwardToMarker);
+            try {
+                NDList result = IValueUtils.forward(module, call, true);
+                result.attach(manager);
+                return result;
+            } finally {
+                for (int i = 0; i < names.size(); i++) {
+                    call.get(i).setName(names.get(i));
+                }
+            }
+        }
+    }
+
+    private static void add(NDList call, List<String> names, NDList arrays, String list) {
+        for (NDArray array : arrays) {
+            names.add(array.getName());
+            array.setName(list);
+            call.add(array);
+        }
     }
 
     int dtypeCode(PtNDArray array) {

@@ -17,6 +17,7 @@ import io.github.djlamp.amp.spi.FusedOptimizerStep;
 import io.github.djlamp.amp.spi.LearningRate;
 import io.github.djlamp.amp.spi.MemoryLayout;
 import io.github.djlamp.amp.spi.UpdateCounter;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
@@ -382,6 +383,28 @@ public final class PtAmpBackend implements AmpBackend {
     @Override
     public void backward(NDArray output, NDArray gradient, boolean keepGraph) {
         JniUtils.backward(requirePyTorch(output), requirePyTorch(gradient), keepGraph, false);
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public List<NDArray> backwardTo(
+            NDList outputs, NDList gradients, NDList inputs, NDList parameters, NDManager manager) {
+        for (NDList list : List.of(outputs, gradients, inputs, parameters)) {
+            for (NDArray array : list) {
+                requirePyTorch(array);
+            }
+        }
+        NDList found = kernels().backwardTo(outputs, gradients, inputs, parameters, manager);
+        List<NDArray> result = new ArrayList<>(found.size());
+        for (NDArray gradient : found) {
+            if (gradient.getShape().size() == 0 && gradient.getShape().dimension() == 1) {
+                gradient.close(); // torch.empty([0]): the graph does not reach this input
+                result.add(null);
+            } else {
+                result.add(gradient);
+            }
+        }
+        return result;
     }
 
     private NDArray toFp32(PtNDArray array, NDManager resultManager) {
