@@ -1,6 +1,7 @@
 package io.github.djlamp.amp.spi;
 
 import ai.djl.ndarray.NDManager;
+import ai.djl.nn.Block;
 import io.github.djlamp.amp.exception.AmpException;
 import java.util.ArrayList;
 import java.util.List;
@@ -35,6 +36,24 @@ public final class AmpBackends {
      */
     public static AmpBackend forEngine(String engineName) {
         return CACHE.computeIfAbsent(engineName, AmpBackends::load);
+    }
+
+    /**
+     * Returns whether a backend on the class or module path runs {@code block} under its engine's
+     * own autocast ({@link AmpBackend#supportsEngineAutocast(Block)}): a block belongs to the
+     * engine whose classes it is made of, so the shadow tree asks every backend, needing no
+     * manager.
+     *
+     * @param block a block of the wrapped tree
+     * @return true when one backend says so
+     */
+    public static boolean supportEngineAutocast(Block block) {
+        for (AmpBackend backend : ServiceLoader.load(AmpBackend.class)) {
+            if (backend.supportsEngineAutocast(block)) {
+                return true;
+            }
+        }
+        return false;
     }
 
     private static AmpBackend load(String engineName) {
