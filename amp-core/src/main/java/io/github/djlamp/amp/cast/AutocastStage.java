@@ -104,14 +104,13 @@ final class AutocastStage extends AbstractBlock {
             NDList outputs = forwardFp32(casting, inputs, training, params);
             fallback = e.getMessage();
             logger.warn(
-                    "{} ({}) runs in fp32: the engine cannot run it under its {} autocast here"
-                            + " ({}). Nothing to change; on a device with native {} kernels it"
-                            + " runs in 16 bits.",
+                    "djl-amp: {} ({}) computes in fp32: the engine cannot run it under its {}"
+                            + " autocast on this machine ({}). Nothing to change; override it as"
+                            + " fp32 in the policy to skip this attempt.",
                     path.isEmpty() ? "the root block" : "'" + path + "'",
                     inner.getClass().getName(),
                     precision.canonicalName(),
-                    e.getMessage(),
-                    precision.canonicalName());
+                    e.getMessage());
             return outputs;
         }
         lastComputed = computed.isEmpty() ? null : backend.precisionOf(computed.head());
