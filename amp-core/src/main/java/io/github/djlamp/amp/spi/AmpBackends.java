@@ -13,6 +13,7 @@ import java.util.concurrent.ConcurrentHashMap;
 public final class AmpBackends {
 
     private static final Map<String, AmpBackend> CACHE = new ConcurrentHashMap<>();
+    private static volatile List<AmpBackend> all;
 
     private AmpBackends() {}
 
@@ -48,7 +49,15 @@ public final class AmpBackends {
      * @return true when one backend says so
      */
     public static boolean supportEngineAutocast(Block block) {
-        for (AmpBackend backend : ServiceLoader.load(AmpBackend.class)) {
+        List<AmpBackend> backends = all;
+        if (backends == null) {
+            backends = new ArrayList<>();
+            for (AmpBackend backend : ServiceLoader.load(AmpBackend.class)) {
+                backends.add(forEngine(backend.getEngineName()));
+            }
+            all = List.copyOf(backends);
+        }
+        for (AmpBackend backend : backends) {
             if (backend.supportsEngineAutocast(block)) {
                 return true;
             }
