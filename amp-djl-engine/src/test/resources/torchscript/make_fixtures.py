@@ -92,7 +92,8 @@ def main():
     with open(os.path.join(HERE, "README.md"), "w") as f:
         f.write("# TorchScript fixtures\n\n")
         f.write(f"Made by `make_fixtures.py` with torch {torch.__version__} ")
-        f.write("(Debian's python3-torch); the script says what each model is.\n\n")
+        f.write("(Debian's python3-torch); the script says what each model is. ")
+        f.write("libtorch 2.7.1 (DJL 0.36.0's and 0.35.1's PyTorch engine) loads them.\n\n")
         f.write("| file | bytes | sha256 |\n| --- | --- | --- |\n")
         for name, size, digest in made:
             f.write(f"| {name} | {size} | {digest} |\n")
