@@ -9,7 +9,8 @@ traced Hugging Face encoder), small enough to fine-tune on a CPU in a test:
                      (N, 8, 16) -> (N, 16)
 
 Both are traced in eval mode (BatchNorm uses its running statistics, as a model traced for inference
-does) from fixed seeds. The script writes README.md beside them with the torch version that made
+does) from fixed seeds: the same weights wherever it runs, though the archives' bytes differ by
+the script's path, which their debug information records. The script writes README.md beside them with the torch version that made
 them; libtorch loads archives of older versions.
 
 Run with Debian's torch (apt-get install -y python3-torch):
