@@ -4,7 +4,7 @@
  *
  * <p>Only {@code PtAmpBackend} is public; a program needs it only to read its host-read count.
  */
-// DJL's engine jar is an automatic module with a declared Automatic-Module-Name.
+// DJL's engine jar and JNA's are automatic modules with a declared Automatic-Module-Name.
 @SuppressWarnings("requires-automatic")
 module io.github.djlamp.amp.pytorch {
     requires transitive io.github.djlamp.amp;

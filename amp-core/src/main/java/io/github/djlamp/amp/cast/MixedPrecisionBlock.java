@@ -356,6 +356,11 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
      * Returns the resolved policy and shadow tree for a device, rebuilt when the user has changed
      * the tree since (a new head after {@code removeLastBlock()} and {@code add(...)}).
      */
+    /** Returns the shadow tree this block runs on {@code device} (tests). */
+    Block shadowOn(Device device, NDManager manager) {
+        return current(device, manager).shadow();
+    }
+
     private DevicePolicies.Resolved current(Device device, NDManager manager) {
         DevicePolicies.Resolved r = devices.get(device, manager);
         if (r.structure().isCurrent()) {

@@ -145,6 +145,9 @@ final class ShadowTree {
             IntermediateRelease release,
             Builder builder) {
         CastCategory category = policy.categoryOf(block, path);
+        if (AutocastStage.applies(block, path, category, policy)) {
+            return new AutocastStage(block, path, release);
+        }
         if (category != CastCategory.CONTAINER) {
             requireBf16Safe(block, path, category, policy);
             return new PrecisionStage(

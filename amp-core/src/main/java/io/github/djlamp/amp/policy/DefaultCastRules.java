@@ -42,10 +42,12 @@ import java.util.function.Predicate;
  *     <td>PASS_THROUGH</td></tr>
  * <tr><td>any other {@code LambdaBlock}</td><td>FP32</td></tr>
  * <tr><td>embeddings ({@code AbstractEmbedding})</td><td>FP32</td></tr>
- * <tr><td>recurrent layers ({@code RecurrentBlock}: RNN, GRU, LSTM)</td><td>FP32</td></tr>
+ * <tr><td>recurrent layers ({@code RecurrentBlock}: RNN, GRU, LSTM)</td><td>FP32 (the shadow
+ *     tree runs those the engine's autocast supports under it: {@link #ENGINE_AUTOCAST})</td></tr>
  * <tr><td>other blocks of {@code ai.djl.nn.transformer}</td><td>FP32</td></tr>
  * <tr><td>any other block with children (opaque composite)</td><td>FP32</td></tr>
- * <tr><td>any other leaf</td><td>FP32</td></tr>
+ * <tr><td>any other leaf</td><td>FP32 (a TorchScript module: {@link #ENGINE_AUTOCAST})</td>
+ *     </tr>
  * </table>
  *
  * <p>Subclasses match the rules of their superclasses, except for CONTAINER: a subclass of {@code
@@ -57,6 +59,18 @@ import java.util.function.Predicate;
  * training and inference, on bf16 input, returned bf16 and passed gradients back.
  */
 public final class DefaultCastRules {
+
+    /**
+     * The treatment of a block whose forward the engine's own autocast runs (the engine layer names
+     * such blocks: {@code AmpBackend.supportsEngineAutocast}); it overrides the FP32 these rules
+     * give such a block, unless an override keeps it fp32.
+     */
+    public static final String ENGINE_AUTOCAST = "engine_autocast";
+
+    /** Why a block runs under the engine's own autocast, for reports and messages. */
+    public static final String ENGINE_AUTOCAST_REASON =
+            "engine code the engine's own autocast runs (a TorchScript module, DJL's LSTM or RNN):"
+                    + " each operation in the precision autocast gives it, outputs cast to fp32";
 
     private static final String TRANSFORMER_PACKAGE = "ai.djl.nn.transformer";
 
@@ -121,7 +135,7 @@ public final class DefaultCastRules {
                             b -> b instanceof AbstractEmbedding,
                             CastCategory.FP32),
                     new Rule(
-                            "recurrent layer: long accumulations, kept in fp32",
+                            "recurrent layer the engine's autocast does not run: kept in fp32",
                             b -> b instanceof RecurrentBlock,
                             CastCategory.FP32),
                     new Rule(

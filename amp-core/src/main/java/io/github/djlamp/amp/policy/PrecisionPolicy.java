@@ -264,6 +264,18 @@ public final class PrecisionPolicy {
     }
 
     /**
+     * Returns whether an override of this policy (by path or by class) names the block: its
+     * category is the user's choice, not a default.
+     *
+     * @param block the block
+     * @param path its path, or null when unknown
+     * @return true when an override applies to it
+     */
+    public boolean overrides(Block block, String path) {
+        return overrides.categoryOf(block, path) != null;
+    }
+
+    /**
      * Returns the category of every block djl-amp visits in a tree: the root and, below each {@link
      * CastCategory#CONTAINER}, its children; blocks inside a unit of another category are not
      * visited, since the unit runs as a whole.

@@ -4,9 +4,11 @@ import ai.djl.Device;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
+import ai.djl.nn.Block;
 import io.github.djlamp.amp.policy.Precision;
 import java.util.List;
 import java.util.function.Function;
+import java.util.function.Supplier;
 
 /**
  * The engine-specific operations mixed precision needs and DJL's public API lacks.
@@ -338,5 +340,45 @@ public interface AmpBackend {
                 getEngineName()
                         + "'s engine layer cannot return the gradients a backward brings its"
                         + " inputs");
+    }
+
+    /**
+     * Returns whether {@code block} can run under the engine's own autocast ({@link
+     * #withEngineAutocast}): its forward pass is the engine's native code (a TorchScript module),
+     * or DJL code that hands its arrays to the engine without reading any of their data types (so
+     * the 16-bit arrays autocast makes inside never reach DJL code that would reject them), and the
+     * engine's autocast chooses the precision of each operation inside it. The answer depends on
+     * the block's class only.
+     *
+     * <p>The default is false: the engine has no autocast that djl-amp can switch on.
+     *
+     * @param block a block of the wrapped tree
+     * @return whether the engine's autocast can run it
+     */
+    default boolean supportsEngineAutocast(Block block) {
+        return false;
+    }
+
+    /**
+     * Runs {@code forward} with the engine's own autocast on for {@code device} in {@code
+     * precision}, as PyTorch's {@code torch.autocast} does: each operation inside chooses its
+     * precision (matrix products and convolutions in 16 bits, reductions and normalizations in
+     * fp32), parameters stay fp32 and receive fp32 gradients. The calling thread's previous
+     * autocast state is put back on every way out, exceptions included, so that uses nest. The
+     * outputs may be 16-bit arrays: the caller casts them before DJL code reads their data type.
+     *
+     * @param device the device the forward computes on
+     * @param precision FP16 or BF16
+     * @param forward the computation
+     * @param <T> what it returns
+     * @return what {@code forward} returned
+     * @throws UnsupportedOperationException when the engine has no autocast djl-amp can switch on
+     *     (then {@link #supportsEngineAutocast} is false for every block)
+     */
+    default <T> T withEngineAutocast(Device device, Precision precision, Supplier<T> forward) {
+        throw new UnsupportedOperationException(
+                getEngineName()
+                        + "'s engine layer has no autocast djl-amp can switch on: TorchScript"
+                        + " modules and recurrent blocks run in fp32");
     }
 }

@@ -1,6 +1,7 @@
 package io.github.djlamp.amp.spi;
 
 import ai.djl.ndarray.NDManager;
+import ai.djl.nn.Block;
 import io.github.djlamp.amp.exception.AmpException;
 import java.util.ArrayList;
 import java.util.List;
@@ -12,6 +13,7 @@ import java.util.concurrent.ConcurrentHashMap;
 public final class AmpBackends {
 
     private static final Map<String, AmpBackend> CACHE = new ConcurrentHashMap<>();
+    private static volatile List<AmpBackend> all;
 
     private AmpBackends() {}
 
@@ -35,6 +37,32 @@ public final class AmpBackends {
      */
     public static AmpBackend forEngine(String engineName) {
         return CACHE.computeIfAbsent(engineName, AmpBackends::load);
+    }
+
+    /**
+     * Returns whether a backend on the class or module path runs {@code block} under its engine's
+     * own autocast ({@link AmpBackend#supportsEngineAutocast(Block)}): a block belongs to the
+     * engine whose classes it is made of, so the shadow tree asks every backend, needing no
+     * manager.
+     *
+     * @param block a block of the wrapped tree
+     * @return true when one backend says so
+     */
+    public static boolean supportEngineAutocast(Block block) {
+        List<AmpBackend> backends = all;
+        if (backends == null) {
+            backends = new ArrayList<>();
+            for (AmpBackend backend : ServiceLoader.load(AmpBackend.class)) {
+                backends.add(forEngine(backend.getEngineName()));
+            }
+            all = List.copyOf(backends);
+        }
+        for (AmpBackend backend : backends) {
+            if (backend.supportsEngineAutocast(block)) {
+                return true;
+            }
+        }
+        return false;
     }
 
     private static AmpBackend load(String engineName) {

@@ -5,7 +5,11 @@ import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
+import ai.djl.nn.Block;
+import ai.djl.nn.recurrent.LSTM;
+import ai.djl.nn.recurrent.RNN;
 import ai.djl.pytorch.engine.PtNDArray;
+import ai.djl.pytorch.engine.PtSymbolBlock;
 import ai.djl.pytorch.jni.JniUtils;
 import io.github.djlamp.amp.exception.AmpException;
 import io.github.djlamp.amp.policy.Precision;
@@ -23,6 +27,7 @@ import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Function;
+import java.util.function.Supplier;
 
 /**
  * The {@link AmpBackend} for DJL's PyTorch engine, registered through {@link
@@ -437,6 +442,29 @@ public final class PtAmpBackend implements AmpBackend {
                             + " Precision.FP32, manager)), or keep the block that produced it in"
                             + " fp32 through the precision policy.");
         }
+    }
+
+    /**
+     * {@inheritDoc}
+     *
+     * <p>True for a {@code PtSymbolBlock} (a TorchScript module: its forward is libtorch's
+     * interpreter, through which autocast reaches every operation), and for DJL's {@code LSTM} and
+     * {@code RNN} (their Java code reads the parameters and makes fp32 zero states, then hands
+     * everything to one libtorch call, reading no array's data type), each of exactly that class: a
+     * subclass may override the forward. False everywhere when libtorch's autocast cannot be
+     * reached through JNA.
+     */
+    @Override
+    public boolean supportsEngineAutocast(Block block) {
+        Class<?> type = block.getClass();
+        boolean engineCode = type == PtSymbolBlock.class || type == LSTM.class || type == RNN.class;
+        return engineCode && LibtorchAutocast.isAvailable();
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public <T> T withEngineAutocast(Device device, Precision precision, Supplier<T> forward) {
+        return LibtorchAutocast.get().run(device, precision, forward);
     }
 
     private AmpKernels kernels() {

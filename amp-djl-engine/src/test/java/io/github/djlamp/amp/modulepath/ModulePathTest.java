@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import ai.djl.engine.Engine;
 import ai.djl.pytorch.engine.PtEngine;
+import com.sun.jna.Native;
 import io.github.djlamp.amp.Amp;
 import io.github.djlamp.amp.pytorch.PtAmpBackend;
 import java.io.File;
@@ -25,11 +26,11 @@ import org.slf4j.Logger;
 
 /**
  * amp-core's and amp-djl-engine's module descriptors at work: a JVM with both modules, DJL's api
- * and PyTorch engine and slf4j on the module path, and the rest of this test's class path (natives,
- * JNI jar, logger) on the class path, trains three mixed_float16 steps. ASM, which amp-core
- * requires, is on the module path too. The backend must come through amp-djl-engine's {@code
- * provides} (a named module's META-INF/services is ignored), and amp-core must export exactly its
- * API packages.
+ * and PyTorch engine, JNA and slf4j on the module path, and the rest of this test's class path
+ * (natives, JNI jar, logger) on the class path, trains three mixed_float16 steps. ASM, which
+ * amp-core requires, is on the module path too. The backend must come through amp-djl-engine's
+ * {@code provides} (a named module's META-INF/services is ignored), and amp-core must export
+ * exactly its API packages.
  */
 class ModulePathTest {
 
@@ -42,6 +43,7 @@ class ModulePathTest {
                         PtAmpBackend.class,
                         Engine.class,
                         PtEngine.class,
+                        Native.class, // JNA: the engine layer reaches libtorch's autocast
                         Logger.class,
                         ClassReader.class,
                         ClassNode.class,

@@ -1,0 +1,169 @@
+package io.github.djlamp.amp.cast;
+
+import ai.djl.engine.EngineException;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.DataType;
+import ai.djl.ndarray.types.Shape;
+import ai.djl.nn.AbstractBlock;
+import ai.djl.nn.Block;
+import ai.djl.training.ParameterStore;
+import ai.djl.util.PairList;
+import io.github.djlamp.amp.policy.CastCategory;
+import io.github.djlamp.amp.policy.DefaultCastRules;
+import io.github.djlamp.amp.policy.Precision;
+import io.github.djlamp.amp.policy.PrecisionPolicy;
+import io.github.djlamp.amp.spi.AmpBackend;
+import io.github.djlamp.amp.spi.AmpBackends;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * One leaf of the shadow tree that the engine's own autocast runs ({@link
+ * AmpBackend#withEngineAutocast}): a block whose forward is engine code djl-amp cannot descend into
+ * (a TorchScript module) or DJL code that reads no data type of the arrays it makes (DJL's {@code
+ * LSTM}, {@code RNN}). Inputs are passed as they arrive and parameters as the trainer holds them
+ * (fp32): autocast casts each operation's operands, in the policy's compute precision, as PyTorch's
+ * {@code torch.autocast} does. Every floating output is cast to fp32 at the boundary, so no 16-bit
+ * array it made reaches DJL code after it.
+ *
+ * <p>Where the engine cannot run the block under autocast on this machine (oneDNN has no bf16 LSTM
+ * on a CPU without bf16 instructions), the first forward that fails is run again in fp32, and the
+ * stage stays fp32 with a WARN that gives the engine's reason. An error of fp32 too is the block's
+ * own and is thrown.
+ */
+final class AutocastStage extends AbstractBlock {
+
+    private static final Logger logger = LoggerFactory.getLogger(AutocastStage.class);
+
+    private final Block inner;
+    private final String path;
+    private final IntermediateRelease release;
+    private volatile String fallback;
+    private volatile Precision lastComputed;
+
+    AutocastStage(Block inner, String path, IntermediateRelease release) {
+        this.inner = inner;
+        this.path = path;
+        this.release = release;
+    }
+
+    /**
+     * Returns whether the shadow tree runs {@code block} under the engine's autocast: the policy
+     * computes in 16 bits, no override keeps it fp32, and the engine says its autocast runs it.
+     *
+     * @param category the block's category under the policy (FP32 by default for such blocks)
+     */
+    static boolean applies(
+            Block block, String path, CastCategory category, PrecisionPolicy policy) {
+        if (category == CastCategory.CONTAINER || !policy.getComputePrecision().isReduced()) {
+            return false;
+        }
+        if (category == CastCategory.FP32 && policy.overrides(block, path)) {
+            return false; // the user's fp32 override wins
+        }
+        return AmpBackends.supportEngineAutocast(block);
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    protected NDList forwardInternal(
+            ParameterStore parameterStore,
+            NDList inputs,
+            boolean training,
+            PairList<String, Object> params) {
+        if (!(parameterStore instanceof CastingParameterStore)) {
+            return inner.forward(parameterStore, inputs, training, params);
+        }
+        CastingParameterStore casting = (CastingParameterStore) parameterStore;
+        NDList outputs;
+        if (fallback != null || inputs.isEmpty()) {
+            outputs = forwardFp32(casting, inputs, training, params);
+        } else {
+            outputs = forwardAutocast(casting, inputs, training, params);
+        }
+        casting.countMade(outputs, inputs);
+        return outputs;
+    }
+
+    private NDList forwardAutocast(
+            CastingParameterStore casting,
+            NDList inputs,
+            boolean training,
+            PairList<String, Object> params) {
+        AmpBackend backend = casting.backend();
+        Precision precision = casting.computePrecision();
+        NDList computed;
+        try {
+            computed =
+                    backend.withEngineAutocast(
+                            inputs.head().getDevice(),
+                            precision,
+                            () -> inner.forward(casting.delegate(), inputs, training, params));
+        } catch (EngineException e) {
+            NDList outputs = forwardFp32(casting, inputs, training, params);
+            fallback = e.getMessage();
+            logger.warn(
+                    "djl-amp: {} ({}) computes in fp32: the engine cannot run it under its {}"
+                            + " autocast on this machine ({}). Nothing to change; override it as"
+                            + " fp32 in the policy to skip this attempt.",
+                    path.isEmpty() ? "the root block" : "'" + path + "'",
+                    inner.getClass().getName(),
+                    precision.canonicalName(),
+                    e.getMessage());
+            return outputs;
+        }
+        lastComputed = computed.isEmpty() ? null : backend.precisionOf(computed.head());
+        NDList outputs = casting.toFp32(computed);
+        release.closeConsumed(computed, inputs, outputs);
+        return outputs;
+    }
+
+    private NDList forwardFp32(
+            CastingParameterStore casting,
+            NDList inputs,
+            boolean training,
+            PairList<String, Object> params) {
+        NDList cast = casting.toFp32(inputs);
+        NDList outputs = inner.forward(casting.delegate(), cast, training, params);
+        release.closeConsumed(cast, inputs, outputs);
+        return outputs;
+    }
+
+    /**
+     * Returns the precision of the first output of the last forward under autocast, before the cast
+     * at the boundary (tests).
+     */
+    Precision lastComputedPrecision() {
+        return lastComputed;
+    }
+
+    /** Returns the engine's reason when the stage runs in fp32 instead, else null. */
+    String fallbackReason() {
+        return fallback;
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public boolean isInitialized() {
+        return inner.isInitialized();
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public void initialize(NDManager manager, DataType dataType, Shape... inputShapes) {
+        // The wrapped block is initialized through the MixedPrecisionBlock, never through here.
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public Shape[] getOutputShapes(Shape[] inputShapes) {
+        return inner.getOutputShapes(inputShapes);
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public String toString() {
+        return DefaultCastRules.ENGINE_AUTOCAST + "(" + (path.isEmpty() ? "root" : path) + ")";
+    }
+}
