@@ -83,6 +83,12 @@ final class AutocastStage extends AbstractBlock {
             outputs = forwardAutocast(casting, inputs, training, params);
         }
         casting.countMade(outputs, inputs);
+        casting.recordArithmetic(
+                path,
+                inner,
+                fallback == null ? casting.computePrecision() : Precision.FP32,
+                inputs,
+                outputs);
         return outputs;
     }
 

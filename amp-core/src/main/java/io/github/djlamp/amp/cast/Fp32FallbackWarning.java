@@ -91,12 +91,9 @@ final class Fp32FallbackWarning {
             return "";
         }
         if (first instanceof RecurrentBlock) {
-            return "DJL's recurrent layers stay fp32 by default (long accumulations);"
-                    + " to try one in 16 bits: "
-                    + concrete.getName()
-                    + "[class:"
-                    + first.getClass().getName()
-                    + "=low].";
+            return "DJL's LSTM and RNN compute in 16 bits under the engine's own autocast where the"
+                    + " engine can run them so (a WARN says when it cannot); its autocast keeps GRU"
+                    + " in fp32, as PyTorch's does. Nothing to change.";
         }
         return "For a block of your own that calls no softmax or logSoftmax, implement"
                 + " io.github.djlamp.amp.policy.LowPrecisionSafe, or vouch for its class in one"

@@ -108,6 +108,10 @@ public final class PrecisionSummary {
                     category != categoryWithoutOverrides(block, policy)
                             || policy.getPathOverrides().containsKey(path);
             String reason = overridden ? "override" : DefaultCastRules.reasonFor(block);
+            if (AutocastStage.applies(block, path, category, policy)) {
+                category = CastCategory.LOW;
+                reason = DefaultCastRules.ENGINE_AUTOCAST_REASON;
+            }
             rows.add(new Row(path, block, category, parametersOf(block), reason));
             return;
         }
