@@ -2,10 +2,6 @@ package io.github.djlamp.amp.cast;
 
 import ai.djl.engine.EngineException;
 import ai.djl.ndarray.NDList;
-import ai.djl.ndarray.NDManager;
-import ai.djl.ndarray.types.DataType;
-import ai.djl.ndarray.types.Shape;
-import ai.djl.nn.AbstractBlock;
 import ai.djl.nn.Block;
 import ai.djl.training.ParameterStore;
 import ai.djl.util.PairList;
@@ -32,18 +28,17 @@ import org.slf4j.LoggerFactory;
  * stage stays fp32 with a WARN that gives the engine's reason. An error of fp32 too is the block's
  * own and is thrown.
  */
-final class AutocastStage extends AbstractBlock {
+final class AutocastStage extends ShadowBlock {
 
     private static final Logger logger = LoggerFactory.getLogger(AutocastStage.class);
 
-    private final Block inner;
     private final String path;
     private final IntermediateRelease release;
     private volatile String fallback;
     private volatile Precision lastComputed;
 
     AutocastStage(Block inner, String path, IntermediateRelease release) {
-        this.inner = inner;
+        super(inner);
         this.path = path;
         this.release = release;
     }
@@ -147,24 +142,6 @@ final class AutocastStage extends AbstractBlock {
     /** Returns the engine's reason when the stage runs in fp32 instead, else null. */
     String fallbackReason() {
         return fallback;
-    }
-
-    /** {@inheritDoc} */
-    @Override
-    public boolean isInitialized() {
-        return inner.isInitialized();
-    }
-
-    /** {@inheritDoc} */
-    @Override
-    public void initialize(NDManager manager, DataType dataType, Shape... inputShapes) {
-        // The wrapped block is initialized through the MixedPrecisionBlock, never through here.
-    }
-
-    /** {@inheritDoc} */
-    @Override
-    public Shape[] getOutputShapes(Shape[] inputShapes) {
-        return inner.getOutputShapes(inputShapes);
     }
 
     /** {@inheritDoc} */

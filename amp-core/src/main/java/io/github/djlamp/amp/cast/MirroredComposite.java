@@ -1,10 +1,6 @@
 package io.github.djlamp.amp.cast;
 
 import ai.djl.ndarray.NDList;
-import ai.djl.ndarray.NDManager;
-import ai.djl.ndarray.types.DataType;
-import ai.djl.ndarray.types.Shape;
-import ai.djl.nn.AbstractBlock;
 import ai.djl.nn.Block;
 import ai.djl.training.ParameterStore;
 import ai.djl.util.PairList;
@@ -16,13 +12,12 @@ import java.util.Map;
  * block's children replaced by their shadows, so that each layer inside computes in its own
  * precision. Shares every block and parameter with the original and is only ever used for forward.
  */
-abstract class MirroredComposite extends AbstractBlock {
+abstract class MirroredComposite extends ShadowBlock {
 
-    protected final Block original;
     protected final IntermediateRelease release;
 
     MirroredComposite(Block original, IntermediateRelease release) {
-        this.original = original;
+        super(original);
         this.release = release;
     }
 
@@ -53,7 +48,7 @@ abstract class MirroredComposite extends AbstractBlock {
             boolean training,
             PairList<String, Object> params) {
         if (!(parameterStore instanceof CastingParameterStore)) {
-            return original.forward(parameterStore, inputs, training, params);
+            return inner.forward(parameterStore, inputs, training, params);
         }
         return forwardMirrored((CastingParameterStore) parameterStore, inputs, training, params);
     }
@@ -64,19 +59,4 @@ abstract class MirroredComposite extends AbstractBlock {
             NDList inputs,
             boolean training,
             PairList<String, Object> params);
-
-    @Override
-    public boolean isInitialized() {
-        return original.isInitialized();
-    }
-
-    @Override
-    public void initialize(NDManager manager, DataType dataType, Shape... inputShapes) {
-        // The original is initialized through the MixedPrecisionBlock, never through here.
-    }
-
-    @Override
-    public Shape[] getOutputShapes(Shape[] inputShapes) {
-        return original.getOutputShapes(inputShapes);
-    }
 }

@@ -3,11 +3,8 @@ package io.github.djlamp.amp.cast;
 import ai.djl.Device;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
-import ai.djl.ndarray.NDManager;
-import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.AbstractBaseBlock;
-import ai.djl.nn.AbstractBlock;
 import ai.djl.nn.Block;
 import ai.djl.training.ParameterStore;
 import ai.djl.util.Pair;
@@ -37,11 +34,10 @@ import org.slf4j.LoggerFactory;
  *   <li>{@link CastCategory#PASS_THROUGH}: inputs and parameters as they are.
  * </ul>
  */
-final class PrecisionStage extends AbstractBlock {
+final class PrecisionStage extends ShadowBlock {
 
     private static final Logger logger = LoggerFactory.getLogger(PrecisionStage.class);
 
-    private final Block inner;
     private final CastCategory category;
     private final String path;
     private final IntermediateRelease release;
@@ -67,7 +63,7 @@ final class PrecisionStage extends AbstractBlock {
             String path,
             IntermediateRelease release,
             TrustBreadcrumb breadcrumb) {
-        this.inner = inner;
+        super(inner);
         this.category = category;
         this.path = path;
         this.release = release;
@@ -396,24 +392,6 @@ final class PrecisionStage extends AbstractBlock {
     /** Returns whether this stage has yet to log its breadcrumb (tests). */
     boolean hasPendingBreadcrumb() {
         return pendingBreadcrumb != null;
-    }
-
-    /** {@inheritDoc} */
-    @Override
-    public boolean isInitialized() {
-        return inner.isInitialized();
-    }
-
-    /** {@inheritDoc} */
-    @Override
-    public void initialize(NDManager manager, DataType dataType, Shape... inputShapes) {
-        // The wrapped block is initialized through the MixedPrecisionBlock, never through here.
-    }
-
-    /** {@inheritDoc} */
-    @Override
-    public Shape[] getOutputShapes(Shape[] inputShapes) {
-        return inner.getOutputShapes(inputShapes);
     }
 
     /** {@inheritDoc} */
