@@ -45,6 +45,7 @@ def load(directory):
                     "memory": data.get("deviceMemory"),
                     "shapes": data.get("parameterShapes"),
                     "parameters": data.get("parameters"),
+                    "share": variant.get("lowPrecisionShare"),
                 }
             )
     return runs
@@ -128,13 +129,13 @@ def render(directory):
     lines.append(
         "| batch | framework | variant | img/s (median step) | step ms (IQR) |"
         " peak device memory GiB (cudaMemGetInfo) | PyTorch max reserved GiB |"
-        " PyTorch max allocated GiB |"
+        " PyTorch max allocated GiB | djl-amp's 16-bit share of the arithmetic |"
     )
-    lines.append("| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    lines.append("| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in sorted(runs, key=lambda r: (r["batch"], r["framework"], r["key"])):
         q1, q3 = quartiles(r["times"])
         lines.append(
-            "| %d | %s | %s | %.1f | %.1f (%.1f-%.1f) | %s | %s | %s |"
+            "| %d | %s | %s | %.1f | %.1f (%.1f-%.1f) | %s | %s | %s | %s |"
             % (
                 r["batch"],
                 r["framework"],
@@ -146,6 +147,7 @@ def render(directory):
                 gib(mem(r, "peakAboveBaselineBytes")),
                 gib(mem(r, "maxReservedBytes")),
                 gib(mem(r, "maxAllocatedBytes")),
+                "%.1f%%" % (100 * r["share"]) if r["share"] is not None else "—",
             )
         )
     lines.append("")
@@ -161,7 +163,7 @@ def render(directory):
 
         lines.append("Batch %d:" % batch)
         lines.append("")
-        lines.append("| comparison | ratio | target |")
+        lines.append("| comparison | ratio | target (ResNetV1-50's, issue 31) |")
         lines.append("| --- | ---: | --- |")
         # the fused variants are what Amp.configure gives on one GPU (FusedOptimizer.AUTO)
         rows = [
