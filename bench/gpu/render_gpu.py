@@ -45,6 +45,7 @@ def load(directory):
                     "memory": data.get("deviceMemory"),
                     "shapes": data.get("parameterShapes"),
                     "parameters": data.get("parameters"),
+                    "share": variant.get("lowPrecisionShare"),
                 }
             )
     return runs
@@ -85,7 +86,7 @@ def fmt_ratio(value):
     return "%.2fx" % value if value is not None else "not measured"
 
 
-def render(directory):
+def render(directory, measured_only=False):
     runs = load(directory)
     lines = []
     command = read_text(directory, "command.txt") or "bash bench/gpu/run-gpu.sh"
@@ -128,13 +129,13 @@ def render(directory):
     lines.append(
         "| batch | framework | variant | img/s (median step) | step ms (IQR) |"
         " peak device memory GiB (cudaMemGetInfo) | PyTorch max reserved GiB |"
-        " PyTorch max allocated GiB |"
+        " PyTorch max allocated GiB | djl-amp's 16-bit share of the arithmetic |"
     )
-    lines.append("| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    lines.append("| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in sorted(runs, key=lambda r: (r["batch"], r["framework"], r["key"])):
         q1, q3 = quartiles(r["times"])
         lines.append(
-            "| %d | %s | %s | %.1f | %.1f (%.1f-%.1f) | %s | %s | %s |"
+            "| %d | %s | %s | %.1f | %.1f (%.1f-%.1f) | %s | %s | %s | %s |"
             % (
                 r["batch"],
                 r["framework"],
@@ -146,6 +147,7 @@ def render(directory):
                 gib(mem(r, "peakAboveBaselineBytes")),
                 gib(mem(r, "maxReservedBytes")),
                 gib(mem(r, "maxAllocatedBytes")),
+                "%.1f%%" % (100 * r["share"]) if r["share"] is not None else "—",
             )
         )
     lines.append("")
@@ -161,7 +163,7 @@ def render(directory):
 
         lines.append("Batch %d:" % batch)
         lines.append("")
-        lines.append("| comparison | ratio | target |")
+        lines.append("| comparison | ratio | target (ResNetV1-50's, issue 31) |")
         lines.append("| --- | ---: | --- |")
         # the fused variants are what Amp.configure gives on one GPU (FusedOptimizer.AUTO)
         rows = [
@@ -195,6 +197,18 @@ def render(directory):
                 ratio(throughput("djl-amp-fp16-fused"), throughput("djl-amp-fp16")),
                 "",
             ),
+            (
+                "throughput: djl-amp bf16 fused (GPU default) / PyTorch bf16 autocast",
+                ratio(throughput("djl-amp-bf16-fused"), throughput("pt-bf16-autocast")),
+                "",
+            ),
+            (
+                "throughput: djl-amp fp16 fused (GPU default) / PyTorch fp16 autocast",
+                ratio(throughput("djl-amp-fp16-fused"), throughput("pt-fp16-autocast")),
+                "",
+            ),
+            ("throughput: PyTorch bf16 autocast / PyTorch fp32", ratio(throughput("pt-bf16-autocast"), throughput("pt-fp32")), ""),
+            ("throughput: PyTorch fp16 autocast / PyTorch fp32", ratio(throughput("pt-fp16-autocast"), throughput("pt-fp32")), ""),
             ("throughput: djl-amp bf16 per-parameter update / DJL fp32", ratio(throughput("djl-amp-bf16"), throughput("djl-fp32")), ""),
             ("throughput: djl-amp fp16 per-parameter update / DJL fp32", ratio(throughput("djl-amp-fp16"), throughput("djl-fp32")), ""),
             (
@@ -212,8 +226,21 @@ def render(directory):
             ("peak memory: djl-amp bf16 fused / DJL fp32", ratio(used("djl-amp-bf16-fused"), used("djl-fp32")), "≤ 0.35x"),
             ("peak memory: djl-amp bf16 per-parameter update / DJL fp32", ratio(used("djl-amp-bf16"), used("djl-fp32")), ""),
             ("peak memory: DJL fp32 / PyTorch fp32", ratio(used("djl-fp32"), used("pt-fp32")), ""),
+            (
+                "peak memory: djl-amp bf16 fused / PyTorch bf16 autocast (both cudaMemGetInfo)",
+                ratio(used("djl-amp-bf16-fused"), used("pt-bf16-autocast")),
+                "",
+            ),
+            (
+                "peak memory: djl-amp fp16 fused / PyTorch fp16 autocast (both cudaMemGetInfo)",
+                ratio(used("djl-amp-fp16-fused"), used("pt-fp16-autocast")),
+                "",
+            ),
+            ("peak memory: djl-amp fp16 fused / DJL fp32", ratio(used("djl-amp-fp16-fused"), used("djl-fp32")), ""),
         ]
         for name, value, target in rows:
+            if measured_only and value is None:
+                continue
             lines.append("| %s | %s | %s |" % (name, fmt_ratio(value), target))
         lines.append("")
     not_run = read_text(directory, "not-run.txt")
@@ -241,8 +268,11 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", required=True, help="the folder of run-gpu.sh's JSON files")
     parser.add_argument("--results", help="a markdown file whose GPU section is replaced")
+    parser.add_argument(
+        "--measured-only", action="store_true", help="leave out the comparisons not measured"
+    )
     args = parser.parse_args()
-    body = render(args.dir)
+    body = render(args.dir, args.measured_only)
     if args.results:
         replace_section(args.results, body)
     else:

@@ -5,6 +5,11 @@ DJL's model-zoo ResNetV1 (ai.djl.basicmodelzoo.cv.classification.ResNetV1, DJL 0
 for layer in PyTorch eager, trained on random data exactly as bench-train's TrainingRig trains the
 DJL one: softmax cross-entropy, SGD (learning rate 0.01, momentum 0.9), every variant alternating
 step by step with the order rotating each round. Writes the same JSON as `TrainBench throughput`.
+`--network transformer-256`: issue 29's transformer, DJL's TransformerEncoderBlock layer for layer
+(both residual sums add the block's input, BatchNorm over the feature axis with DJL's epsilon and
+momentum, scores scaled by 1/sqrt(head size), dropout 0), trained with Adam at DJL's defaults.
+`--memory` also reads glibc's in-use bytes over the first and a steady step (TrainBench's
+memory-probe reads the same counter).
 
 Run with Debian's interpreter, which has python3-torch: /usr/bin/python3 bench/train/pytorch_resnet.py
 On a GPU (`--device cuda`, bench/gpu/run-gpu.sh): model and data on the GPU, torch.cuda.synchronize()
@@ -13,10 +18,12 @@ before every clock read, fp16 autocast with a GradScaler, and the peak device me
 """
 
 import argparse
+import ctypes
 import json
 import os
 import statistics
 import subprocess
+import threading
 import time
 
 import torch
@@ -36,6 +43,16 @@ NETWORKS = {
     "resnet50": (50, 3, 32, 32),
     "resnet50-224": (50, 3, 224, 224),
 }
+# Issue 29's transformer (TrainBench's Network.TRANSFORMER_256): 4 encoder blocks of width 256,
+# 4 heads, feed-forward 1024, GELU, on sequences of 128 steps of 256 features; Adam.
+TRANSFORMERS = {
+    # key: (blocks, sequence, width, heads, hidden)
+    "transformer-256": (4, 128, 256, 4, 1024),
+}
+# DJL's Adam defaults (ai.djl.training.optimizer.Adam.Builder)
+ADAM_LEARNING_RATE = 0.001
+ADAM_BETAS = (0.9, 0.999)
+ADAM_EPSILON = 1e-8
 
 VARIANTS = {
     # key: (label, autocast dtype or None, channels-last)
@@ -120,23 +137,113 @@ def resnet_v1(layers, channels, height):
     return nn.Sequential(*blocks)
 
 
+class ScaledDotProductAttention(nn.Module):
+    """DJL's ScaledDotProductAttentionBlock, self-attention without a mask: key, query, value and
+    result projections (Linear with bias, in that parameter order), scores scaled by 1/sqrt(head
+    size), softmax over the last axis, dropout 0."""
+
+    def __init__(self, width, heads):
+        super().__init__()
+        self.heads = heads
+        self.key = nn.Linear(width, width)
+        self.query = nn.Linear(width, width)
+        self.value = nn.Linear(width, width)
+        self.result = nn.Linear(width, width)
+
+    def forward(self, x):
+        b, s, e = x.shape
+        n = self.heads
+        h = e // n
+
+        def heads(projection):  # (B, S, E) -> (B, N, S, H)
+            return projection.reshape(b, s, n, h).transpose(1, 2)
+
+        keys = heads(self.key(x))
+        queries = heads(self.query(x))
+        values = heads(self.value(x))
+        scores = torch.matmul(queries, keys.transpose(2, 3)) * (1.0 / h ** 0.5)
+        probabilities = torch.softmax(scores, dim=3)
+        result = torch.matmul(probabilities, values).transpose(1, 2).reshape(b, s, e)
+        return self.result(result)
+
+
+class FeatureBatchNorm(nn.Module):
+    """DJL's BatchNorm.builder().optAxis(2) on (B, S, E): statistics per feature over batch and
+    sequence, DJL's epsilon 1e-5 and momentum 0.9 (PyTorch's 0.1), scale and shift."""
+
+    def __init__(self, width):
+        super().__init__()
+        self.norm = nn.BatchNorm1d(width, eps=1e-5, momentum=BN_MOMENTUM)
+
+    def forward(self, x):
+        b, s, e = x.shape
+        return self.norm(x.reshape(b * s, e)).reshape(b, s, e)
+
+
+class TransformerEncoder(nn.Module):
+    """DJL's TransformerEncoderBlock(width, heads, hidden, 0f, Activation::gelu): both residual
+    sums add the block's input (not the normalized attention output), each followed by a
+    BatchNorm over the feature axis; the feed-forward block is Linear, GELU (exact), Linear."""
+
+    def __init__(self, width, heads, hidden):
+        super().__init__()
+        self.attention = ScaledDotProductAttention(width, heads)
+        self.attention_norm = FeatureBatchNorm(width)
+        self.feed_forward = nn.Sequential(
+            nn.Linear(width, hidden), nn.GELU(), nn.Linear(hidden, width)
+        )
+        self.output_norm = FeatureBatchNorm(width)
+
+    def forward(self, x):
+        normalized = self.attention_norm(self.attention(x) + x)
+        return self.output_norm(self.feed_forward(normalized) + x)
+
+
+def transformer(blocks, sequence, width, heads, hidden):
+    """Network.TRANSFORMER_256.build(): the encoder blocks, a flatten and a Linear classifier."""
+    layers = [TransformerEncoder(width, heads, hidden) for _ in range(blocks)]
+    layers += [nn.Flatten(), nn.Linear(sequence * width, CLASSES)]
+    return nn.Sequential(*layers)
+
+
+def describe(network):
+    if network in TRANSFORMERS:
+        blocks, sequence, width, heads, hidden = TRANSFORMERS[network]
+        return "Transformer encoder, %d blocks of width %d (%d heads, hidden %d), sequences %dx%d, Adam" % (
+            blocks, width, heads, hidden, sequence, width)
+    layers, channels, height, width = NETWORKS[network]
+    return "ResNetV1-%d, %dx%dx%d" % (layers, channels, height, width)
+
+
 class Rig:
     """One network trained one way."""
 
     def __init__(self, key, network, batch, device="cpu"):
         self.key = key
         self.label, self.dtype, self.channels_last = VARIANTS[key]
-        layers, channels, height, width = NETWORKS[network]
-        self.shape = (batch, channels, height, width)
         self.batch = batch
         self.device = torch.device(device)
-        self.model = resnet_v1(layers, channels, height).to(self.device)
+        if network in TRANSFORMERS:
+            if self.channels_last:
+                raise ValueError("channels-last variants are for the ResNets, not " + network)
+            blocks, sequence, width, heads, hidden = TRANSFORMERS[network]
+            self.shape = (batch, sequence, width)
+            self.model = transformer(blocks, sequence, width, heads, hidden).to(self.device)
+        else:
+            layers, channels, height, width = NETWORKS[network]
+            self.shape = (batch, channels, height, width)
+            self.model = resnet_v1(layers, channels, height).to(self.device)
         if self.channels_last:
             self.model = self.model.to(memory_format=torch.channels_last)
         self.model.train()
-        self.optimizer = torch.optim.SGD(
-            self.model.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM
-        )
+        if network in TRANSFORMERS:
+            self.optimizer = torch.optim.Adam(
+                self.model.parameters(), lr=ADAM_LEARNING_RATE, betas=ADAM_BETAS, eps=ADAM_EPSILON
+            )
+        else:
+            self.optimizer = torch.optim.SGD(
+                self.model.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM
+            )
         self.scaler = None
         if self.dtype == torch.float16:
             self.scaler = grad_scaler(self.device.type)
@@ -154,11 +261,12 @@ class Rig:
             "x".join(str(d) for d in p.shape) for p in self.model.parameters() if p.requires_grad
         )
 
-    def step(self, phases=None):
+    def step(self, phases=None, memory=None):
         """One training step on fresh random data; returns its wall time (data making untimed).
 
         With a dict for phases, adds the seconds of forward (with the loss), backward and the
-        optimizer step (with zero_grad) to its lists.
+        optimizer step (with zero_grad) to its lists. With a StepMemory, reads glibc's in-use
+        bytes at forward start, backward start and after the step, and samples the peak.
         """
         x = torch.rand(self.shape, device=self.device)
         if self.channels_last:
@@ -166,6 +274,8 @@ class Rig:
         y = torch.randint(0, CLASSES, (self.batch,), device=self.device)
         self.synchronize()
         start = time.perf_counter()
+        if memory is not None:
+            memory.begin()
         with torch.autocast(
             self.device.type, dtype=self.dtype or torch.bfloat16, enabled=self.dtype is not None
         ):
@@ -174,6 +284,8 @@ class Rig:
         if phases is not None:
             self.synchronize()
         forward_end = time.perf_counter()
+        if memory is not None:
+            memory.backward_start()
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
         else:
@@ -188,6 +300,8 @@ class Rig:
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         del out, loss
+        if memory is not None:
+            memory.end()
         self.synchronize()
         end = time.perf_counter()
         if phases is not None:
@@ -195,6 +309,81 @@ class Rig:
             phases.setdefault("backward", []).append(backward_end - forward_end)
             phases.setdefault("step", []).append(end - backward_end)
         return end - start
+
+
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd",
+        "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+def _load_mallinfo2():
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        function = libc.mallinfo2
+    except (OSError, AttributeError):
+        return None
+    function.restype = _Mallinfo2
+    function.argtypes = []
+    return function
+
+
+_MALLINFO2 = _load_mallinfo2()
+GLIBC_METHOD = (
+    "glibc mallinfo2(): uordblks + hblkhd, the bytes malloc has handed out and not taken back"
+    " (arenas and mmapped chunks), as TrainBench's GlibcHeap reads it"
+)
+
+
+def glibc_in_use():
+    """The bytes malloc has handed out and not taken back (TrainBench's GlibcHeap.inUseBytes)."""
+    info = _MALLINFO2()
+    return info.uordblks + info.hblkhd
+
+
+class StepMemory:
+    """glibc's in-use bytes over one step, as TrainBench's StepMemory: forward start, backward
+    start (the loss computed), after the step, and the peak of those and of a sampler thread's
+    reads every 200 microseconds (torch's kernels release the GIL while they run)."""
+
+    def __init__(self):
+        self.forward_start = self.backward = self.after = self.peak = -1
+        self._running = False
+        self._thread = None
+
+    def _record(self, value):
+        if value > self.peak:
+            self.peak = value
+
+    def _sample(self):
+        while self._running:
+            self._record(glibc_in_use())
+            time.sleep(0.0002)
+
+    def begin(self):
+        self.forward_start = glibc_in_use()
+        self.peak = self.forward_start
+        self._running = True
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def backward_start(self):
+        self.backward = glibc_in_use()
+        self._record(self.backward)
+
+    def end(self):
+        self._running = False
+        self._thread.join()
+        self.after = glibc_in_use()
+        self._record(self.after)
+
+    def to_json(self):
+        return {
+            "forwardStartBytes": self.forward_start,
+            "backwardStartBytes": self.backward,
+            "peakBytes": self.peak,
+            "afterStepBytes": self.after,
+        }
 
 
 def grad_scaler(device_type):
@@ -276,7 +465,9 @@ def framework_version(device):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--network", default="resnet18", choices=sorted(NETWORKS))
+    parser.add_argument(
+        "--network", default="resnet18", choices=sorted(list(NETWORKS) + list(TRANSFORMERS))
+    )
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument(
         "--variants",
@@ -288,8 +479,9 @@ def main():
     parser.add_argument(
         "--memory",
         action="store_true",
-        help="on cpu: also the peak resident size of one step after warm-up (VmHWM reset first);"
-        " meaningful with one variant a process",
+        help="on cpu: also the peak resident size of one step after warm-up (VmHWM reset first)"
+        " and glibc's in-use bytes over the first and that step; meaningful with one variant a"
+        " process",
     )
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps per variant")
     parser.add_argument("--steps", type=int, default=20, help="timed steps per variant")
@@ -317,23 +509,36 @@ def main():
         if k.strip()
     ]
     ready_kib = None if cuda else rss_kib("VmRSS")
-    for _ in range(args.warmup):
-        for rig in rigs:
-            rig.step()
+    glibc = args.memory and not cuda and _MALLINFO2 is not None
+    ready_in_use = glibc_in_use() if glibc else None
+    first = StepMemory() if glibc and args.warmup > 0 else None
+    for warmup_index in range(args.warmup):
+        for rig_index, rig in enumerate(rigs):
+            rig.step(memory=first if warmup_index == 0 and rig_index == 0 else None)
             if cuda:
                 peak_used = max(peak_used, device_used_bytes(args.device))
     cpu_memory = None
     if args.memory and not cuda:
         before = rss_kib("VmRSS")
+        steady = StepMemory() if glibc else None
         reset_peak_rss()
-        rigs[0].step()
+        step_seconds = rigs[0].step(memory=steady)
         cpu_memory = {
             "method": "VmHWM of one step after warm-up, reset through /proc/self/clear_refs",
             "variant": rigs[0].key,
             "readyRssKib": ready_kib,
             "beforeStepRssKib": before,
             "stepPeakKib": rss_kib("VmHWM"),
+            "stepMs": round(step_seconds * 1000, 3),
         }
+        if glibc:
+            cpu_memory["glibcInUse"] = {
+                "method": GLIBC_METHOD,
+                "readyBytes": ready_in_use,
+                "steadyStep": steady.to_json(),
+            }
+            if first is not None:
+                cpu_memory["glibcInUse"]["firstStep"] = first.to_json()
     ms = [[0.0] * args.steps for _ in rigs]
     phases = [{} if args.phases else None for _ in rigs]
     for round_index in range(args.steps):
@@ -343,12 +548,11 @@ def main():
             if cuda:
                 peak_used = max(peak_used, device_used_bytes(args.device))
 
-    layers, channels, height, width = NETWORKS[args.network]
     result = {
         "framework": "PyTorch",
         "frameworkVersion": framework_version(args.device),
         "network": args.network,
-        "description": "ResNetV1-%d, %dx%dx%d" % (layers, channels, height, width),
+        "description": describe(args.network),
         "batch": args.batch,
         "device": args.device,
         "threads": torch.get_num_threads(),

@@ -10,6 +10,11 @@
 #                                djl-amp bf16 with and without Checkpointing.stages()/auto() on
 #                                ResNetV1-50 and a transformer; prints the tables and writes them to
 #                                bench/train/target/RESULTS-checkpointing.md (RESULTS.md is not touched)
+#   bench/train/run.sh --transformer     issue 29's transformer-256 (batch 16, Adam): glibc in-use
+#                                bytes over the first and a steady step, one process a variant, for
+#                                DJL fp32, djl-amp bf16, lean fp32 and PyTorch fp32 / bf16 autocast,
+#                                and step times (STEPS, default 2); writes
+#                                bench/train/target/RESULTS-transformer.md (RESULTS.md is not touched)
 #
 # Environment: THREADS (intra-op threads of both frameworks, default nproc), PYTHON (default
 # /usr/bin/python3, Debian's interpreter, where `apt-get install python3-torch` puts PyTorch).
@@ -20,16 +25,59 @@ cd "$root"
 command_line="bench/train/run.sh${*:+ $*}"
 quick=false
 checkpointing=false
+transformer=false
 for arg in "$@"; do
     case "$arg" in
         --quick) quick=true ;;
         --checkpointing) checkpointing=true ;;
-        *) echo "unknown argument: $arg (use --quick, --checkpointing or nothing)" >&2; exit 2 ;;
+        --transformer) transformer=true ;;
+        *) echo "unknown argument: $arg (use --quick, --checkpointing, --transformer or nothing)" >&2; exit 2 ;;
     esac
 done
 
 python="${PYTHON:-/usr/bin/python3}"
 threads="${THREADS:-$(nproc)}"
+if $transformer; then
+    threads="${THREADS:-1}"
+    steps="${STEPS:-2}"
+    mvn -B -ntp -q -pl bench/train -am package -DskipTests
+    classpath="bench/train/target/classes:$(cat bench/train/target/bench-train-classpath.txt)"
+    out="bench/train/target/results-transformer"
+    rm -rf "$out"
+    mkdir -p "$out"
+    tb() {
+        java -Dai.djl.offline=true -Dai.djl.pytorch.num_threads="$threads" \
+            -Dorg.slf4j.simpleLogger.defaultLogLevel=warn \
+            -cp "$classpath" io.github.djlamp.bench.train.TrainBench "$@"
+    }
+    started="$(date -u '+%Y-%m-%d %H:%M UTC')"
+    revision="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    load_start="$(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "== transformer-256 memory (DJL)"
+    tb memory --network transformer-256 --batches 16 \
+        --variants djl-fp32,djl-amp-bf16,djl-amp-fp32-dynamic --repeat 1 --cap-mib 0 \
+        --out "$out/memory-transformer-256-djl.json"
+    for v in pt-fp32 pt-bf16-autocast; do
+        echo "== transformer-256 memory ($v)"
+        "$python" bench/train/pytorch_resnet.py --network transformer-256 --batch 16 \
+            --threads "$threads" --warmup 1 --steps "$steps" --variants "$v" --memory \
+            --out "$out/memory-transformer-256-$v.json"
+    done
+    echo "== transformer-256 step time (DJL)"
+    tb throughput --network transformer-256 --batch 16 --warmup 1 --steps "$steps" \
+        --variants djl-fp32,djl-amp-bf16 --out "$out/throughput-transformer-256-djl.json"
+    results="bench/train/target/RESULTS-transformer.md"
+    {
+        echo "Command: \`$command_line\` (THREADS=$threads, STEPS=$steps), started $started, ended $(date -u '+%Y-%m-%d %H:%M UTC')."
+        echo "Machine: $(nproc) cores (nproc), $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'),"
+        echo "$(grep -qw avx512_bf16 /proc/cpuinfo && echo 'with' || echo 'no') avx512_bf16;"
+        echo "code at $revision; load average at the start $load_start, at the end $(cut -d' ' -f1-3 /proc/loadavg)."
+        echo
+        "$python" bench/train/transformer_summary.py --dir "$out"
+    } > "$results"
+    cat "$results"
+    exit 0
+fi
 if $checkpointing; then
     # One intra-op thread: on a shared 2-core machine two spinning OpenMP threads per JVM turn other
     # processes' load into step times several times longer; one thread degrades gracefully.

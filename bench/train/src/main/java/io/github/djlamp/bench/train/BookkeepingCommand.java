@@ -32,7 +32,7 @@ final class BookkeepingCommand implements Callable<Integer> {
     @Option(
             names = "--network",
             defaultValue = "resnet18",
-            description = "resnet18, resnet50, resnet50-224 or transformer")
+            description = "resnet18, resnet50, resnet50-224, transformer or transformer-256")
     String network;
 
     @Option(names = "--batch", defaultValue = "64", description = "Batch size.")

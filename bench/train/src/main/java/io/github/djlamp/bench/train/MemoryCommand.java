@@ -30,7 +30,7 @@ final class MemoryCommand implements Callable<Integer> {
     @Option(
             names = "--network",
             defaultValue = "resnet18",
-            description = "resnet18, resnet50, resnet50-224 or transformer")
+            description = "resnet18, resnet50, resnet50-224, transformer or transformer-256")
     String network;
 
     @Option(names = "--batches", defaultValue = "64,128,256", description = "Batch sizes.")
@@ -243,6 +243,17 @@ final class MemoryCommand implements Callable<Integer> {
         JsonObject json;
         if (exit == 0 && result != null) {
             json = JsonParser.parseString(result).getAsJsonObject();
+            if (json.has("glibcInUse")) {
+                JsonObject steady =
+                        json.getAsJsonObject("glibcInUse").getAsJsonObject("steadyStep");
+                System.out.printf(
+                        "%-20s batch %5d: glibc in use at backward start %6d MiB, step peak %6d"
+                                + " MiB%n",
+                        v.key(),
+                        batch,
+                        steady.get("backwardStartBytes").getAsLong() >> 20,
+                        steady.get("peakBytes").getAsLong() >> 20);
+            }
             System.out.printf(
                     "%-20s batch %5d: ready %6d MiB, step peak %6d MiB, process peak %6d MiB,"
                             + " step %.0f ms%n",

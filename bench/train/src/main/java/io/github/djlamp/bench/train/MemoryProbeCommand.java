@@ -2,6 +2,7 @@ package io.github.djlamp.bench.train;
 
 import com.google.gson.Gson;
 import com.google.gson.JsonObject;
+import io.github.djlamp.amp.cast.ArithmeticShare;
 import io.github.djlamp.amp.cast.internal.CheckpointControl;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
@@ -10,8 +11,9 @@ import picocli.CommandLine.Option;
 /**
  * Measures one configuration's memory in a JVM of its own (started by {@link MemoryCommand}): the
  * resident size with the model ready, the peak over the warm-up steps, and the peak of one
- * steady-state step (the high-water mark reset just before it). Prints one line {@code RESULT
- * {json}}.
+ * steady-state step (the high-water mark reset just before it); and glibc's in-use bytes ({@link
+ * StepMemory}: forward start, backward start, peak, after the step) over the first step and the
+ * steady-state step, apart. Prints one line {@code RESULT {json}}.
  */
 @Command(
         name = "memory-probe",
@@ -24,7 +26,7 @@ final class MemoryProbeCommand implements Callable<Integer> {
     @Option(
             names = "--network",
             defaultValue = "resnet18",
-            description = "resnet18, resnet50, resnet50-224 or transformer")
+            description = "resnet18, resnet50, resnet50-224, transformer or transformer-256")
     String network;
 
     @Option(names = "--variant", required = true, description = "A variant key, e.g. djl-fp32.")
@@ -45,14 +47,18 @@ final class MemoryProbeCommand implements Callable<Integer> {
         Variant v = Variant.of(variant);
         try (TrainingRig rig = TrainingRig.create(net, v, batch)) {
             long readyKib = ProcStatus.rssKib();
+            boolean glibc = GlibcHeap.available();
+            long readyInUse = glibc ? GlibcHeap.inUseBytes() : -1;
+            StepMemory first = glibc && warmup > 0 ? new StepMemory() : null;
             long warmupNanos = 0;
             for (int i = 0; i < warmup; i++) {
-                warmupNanos += rig.step();
+                warmupNanos += rig.step(i == 0 ? first : null);
             }
             long warmupPeakKib = ProcStatus.peakKib();
             long beforeStepKib = ProcStatus.rssKib();
+            StepMemory steady = glibc ? new StepMemory() : null;
             ProcStatus.resetPeak();
-            long stepNanos = rig.step();
+            long stepNanos = rig.step(steady);
             long stepPeakKib = ProcStatus.peakKib();
             JsonObject json = new JsonObject();
             json.addProperty("network", net.key());
@@ -65,6 +71,20 @@ final class MemoryProbeCommand implements Callable<Integer> {
             json.addProperty("processPeakKib", Math.max(warmupPeakKib, stepPeakKib));
             json.addProperty("warmupMs", warmupNanos / 1e6);
             json.addProperty("stepMs", stepNanos / 1e6);
+            if (glibc) {
+                JsonObject inUse = new JsonObject();
+                inUse.addProperty("method", GlibcHeap.METHOD);
+                inUse.addProperty("readyBytes", readyInUse);
+                if (first != null) {
+                    inUse.add("firstStep", first.toJson());
+                }
+                inUse.add("steadyStep", steady.toJson());
+                json.add("glibcInUse", inUse);
+            }
+            ArithmeticShare share = rig.arithmeticShare();
+            if (share != null) {
+                json.addProperty("lowPrecisionShare", share.getLowShare());
+            }
             CheckpointControl.SavingEstimate estimate = rig.checkpointSavingEstimate();
             if (estimate != null) {
                 json.addProperty("checkpointKeptKib", estimate.keptBytes() / 1024);

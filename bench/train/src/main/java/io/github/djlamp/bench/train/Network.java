@@ -8,6 +8,8 @@ import ai.djl.nn.Blocks;
 import ai.djl.nn.SequentialBlock;
 import ai.djl.nn.core.Linear;
 import ai.djl.nn.transformer.TransformerEncoderBlock;
+import ai.djl.training.optimizer.Optimizer;
+import ai.djl.training.tracker.Tracker;
 import java.util.Locale;
 
 /**
@@ -27,7 +29,13 @@ public enum Network {
      * cannot be checkpointed), a flatten and a Linear classifier, on sequences of 64 steps of 64
      * features.
      */
-    TRANSFORMER("transformer", 6, new Shape(64, 64));
+    TRANSFORMER("transformer", 6, new Shape(64, 64)),
+    /**
+     * Issue 29's transformer: 4 {@code TransformerEncoderBlock}s of width 256 (4 heads, hidden size
+     * 1024, GELU, dropout 0) straight on sequences of 128 steps of 256 features, a flatten and a
+     * Linear classifier (9.4% of the parameters); trained with DJL's Adam (its defaults).
+     */
+    TRANSFORMER_256("transformer-256", 4, new Shape(128, 256));
 
     /** The number of classes of every network. */
     public static final int CLASSES = 10;
@@ -61,7 +69,7 @@ public enum Network {
      * @return the description
      */
     public String describe() {
-        if (this == TRANSFORMER) {
+        if (isTransformer()) {
             return "Transformer encoder, "
                     + layers
                     + " blocks of width "
@@ -73,7 +81,8 @@ public enum Network {
                     + "), sequences "
                     + imageShape.get(0)
                     + "x"
-                    + imageShape.get(1);
+                    + imageShape.get(1)
+                    + (this == TRANSFORMER_256 ? ", Adam" : "");
         }
         return "ResNetV1-"
                 + layers
@@ -91,9 +100,11 @@ public enum Network {
      * @return the network
      */
     public Block build() {
-        if (this == TRANSFORMER) {
+        if (isTransformer()) {
             SequentialBlock net = new SequentialBlock();
-            net.add(Linear.builder().setUnits(WIDTH).build());
+            if (this == TRANSFORMER) {
+                net.add(Linear.builder().setUnits(WIDTH).build());
+            }
             for (int i = 0; i < layers; i++) {
                 net.add(new TransformerEncoderBlock(WIDTH, HEADS, HIDDEN, 0f, Activation::gelu));
             }
@@ -104,6 +115,33 @@ public enum Network {
                 .setImageShape(imageShape)
                 .setNumLayers(layers)
                 .setOutSize(CLASSES)
+                .build();
+    }
+
+    /**
+     * Returns whether this is a stack of DJL's transformer encoder blocks.
+     *
+     * @return true for {@code transformer} and {@code transformer-256}
+     */
+    public boolean isTransformer() {
+        return this == TRANSFORMER || this == TRANSFORMER_256;
+    }
+
+    /**
+     * Returns the optimizer this network trains with: DJL's Adam with its defaults (learning rate
+     * 0.001, betas 0.9 and 0.999, epsilon 1e-8) for {@code transformer-256}, as issue 29 describes
+     * it; SGD with learning rate {@link TrainingRig#LEARNING_RATE} and momentum {@link
+     * TrainingRig#MOMENTUM} for the others. {@code bench/train/pytorch_resnet.py} uses the same.
+     *
+     * @return a fresh optimizer
+     */
+    public Optimizer optimizer() {
+        if (this == TRANSFORMER_256) {
+            return Optimizer.adam().build();
+        }
+        return Optimizer.sgd()
+                .setLearningRateTracker(Tracker.fixed(TrainingRig.LEARNING_RATE))
+                .optMomentum(TrainingRig.MOMENTUM)
                 .build();
     }
 
@@ -133,6 +171,7 @@ public enum Network {
         throw new IllegalArgumentException(
                 "Unknown network '"
                         + key
-                        + "'; use resnet18, resnet50, resnet50-224 or transformer");
+                        + "'; use resnet18, resnet50, resnet50-224, transformer or"
+                        + " transformer-256");
     }
 }

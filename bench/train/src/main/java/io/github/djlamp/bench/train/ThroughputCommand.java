@@ -7,6 +7,7 @@ import ai.djl.pytorch.jni.JniUtils;
 import com.google.gson.GsonBuilder;
 import com.google.gson.JsonArray;
 import com.google.gson.JsonObject;
+import io.github.djlamp.amp.cast.ArithmeticShare;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -28,7 +29,7 @@ final class ThroughputCommand implements Callable<Integer> {
     @Option(
             names = "--network",
             defaultValue = "resnet18",
-            description = "resnet18, resnet50, resnet50-224 or transformer")
+            description = "resnet18, resnet50, resnet50-224, transformer or transformer-256")
     String network;
 
     @Option(names = "--batch", defaultValue = "64", description = "Batch size.")
@@ -124,6 +125,15 @@ final class ThroughputCommand implements Callable<Integer> {
                     times.add(Math.round(t * 1000) / 1000.0);
                 }
                 v.add("stepMs", times);
+                ArithmeticShare share = rigs.get(k).arithmeticShare();
+                if (share != null) {
+                    // the share of the FLOPs of the layers that ran that djl-amp computed in 16
+                    // bits
+                    v.addProperty("lowPrecisionShare", share.getLowShare());
+                    System.out.printf(
+                            "%-22s %.1f%% of the arithmetic in 16 bits%n",
+                            rigs.get(k).getVariant().key(), 100 * share.getLowShare());
+                }
                 variantsJson.add(v);
                 Samples s = new Samples(ms[k]);
                 if (phases) {

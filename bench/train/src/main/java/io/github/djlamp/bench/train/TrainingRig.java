@@ -13,9 +13,8 @@ import ai.djl.training.EasyTrain;
 import ai.djl.training.Trainer;
 import ai.djl.training.dataset.Batch;
 import ai.djl.training.loss.Loss;
-import ai.djl.training.optimizer.Optimizer;
-import ai.djl.training.tracker.Tracker;
 import ai.djl.util.Pair;
+import io.github.djlamp.amp.cast.ArithmeticShare;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
 import io.github.djlamp.amp.cast.internal.CheckpointControl;
 
@@ -23,8 +22,9 @@ import io.github.djlamp.amp.cast.internal.CheckpointControl;
  * One network trained one way: a model, its trainer, and a step on fresh random data, exactly as
  * {@code EasyTrain.fit} runs it ({@code trainBatch}, {@code step}, {@code batch.close()}).
  *
- * <p>Every variant trains with the same loss (softmax cross-entropy) and optimizer (SGD, learning
- * rate 0.01, momentum 0.9) as {@code bench/train/pytorch_resnet.py}.
+ * <p>Every variant trains with the same loss (softmax cross-entropy) and optimizer ({@link
+ * Network#optimizer()}: SGD with learning rate 0.01 and momentum 0.9, Adam for {@code
+ * transformer-256}) as {@code bench/train/pytorch_resnet.py}.
  */
 public final class TrainingRig implements AutoCloseable {
 
@@ -39,10 +39,17 @@ public final class TrainingRig implements AutoCloseable {
     private final int batchSize;
     private final Model model;
     private final Trainer trainer;
+    private final ProbedLoss loss;
 
     private TrainingRig(
-            Network network, Variant variant, int batchSize, Model model, Trainer trainer) {
+            Network network,
+            Variant variant,
+            int batchSize,
+            Model model,
+            Trainer trainer,
+            ProbedLoss loss) {
         this.network = network;
+        this.loss = loss;
         this.variant = variant;
         this.batchSize = batchSize;
         this.model = model;
@@ -61,18 +68,14 @@ public final class TrainingRig implements AutoCloseable {
         Model model = Model.newInstance(network.key() + "-" + variant.key(), "PyTorch");
         try {
             model.setBlock(variant.wrap(network.build()));
+            ProbedLoss loss = new ProbedLoss(Loss.softmaxCrossEntropyLoss());
             DefaultTrainingConfig base =
-                    new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss())
-                            .optOptimizer(
-                                    Optimizer.sgd()
-                                            .setLearningRateTracker(Tracker.fixed(LEARNING_RATE))
-                                            .optMomentum(MOMENTUM)
-                                            .build());
+                    new DefaultTrainingConfig(loss).optOptimizer(network.optimizer());
             Trainer trainer = model.newTrainer(variant.configure(base, model.getBlock()));
             // Parameter shapes do not depend on the batch; initializing with one image keeps the
             // shape inference of DJL's lambda blocks from touching batch-sized memory.
             trainer.initialize(network.inputShape(1));
-            return new TrainingRig(network, variant, batchSize, model, trainer);
+            return new TrainingRig(network, variant, batchSize, model, trainer, loss);
         } catch (RuntimeException e) {
             model.close();
             throw e;
@@ -135,6 +138,20 @@ public final class TrainingRig implements AutoCloseable {
     }
 
     /**
+     * Returns the share of the arithmetic (FLOPs of the layers that ran) djl-amp computed in 16
+     * bits on the rig's device, as {@code MixedPrecisionBlock.getArithmeticShare} reports it after
+     * the first forward.
+     *
+     * @return the share, or null for plain DJL, before a step, or where djl-amp computes in fp32
+     */
+    public ArithmeticShare arithmeticShare() {
+        if (model.getBlock() instanceof MixedPrecisionBlock block) {
+            return block.getArithmeticShare(getDevice());
+        }
+        return null;
+    }
+
+    /**
      * Returns what the first step's checkpointed segments kept and dropped, as djl-amp logs it.
      *
      * @return the estimate, or null without checkpointing or before a step
@@ -156,12 +173,33 @@ public final class TrainingRig implements AutoCloseable {
      * @return the step's wall time in nanoseconds
      */
     public long step() {
+        return step(null);
+    }
+
+    /**
+     * Runs one training step as {@link #step()} does, reading glibc's in-use bytes over it.
+     *
+     * @param memory what to record the step's memory in (its clock includes the reads), or null
+     * @return the step's wall time in nanoseconds
+     */
+    public long step(StepMemory memory) {
         Batch batch = randomBatch();
         synchronizeDevice();
         long start = System.nanoTime();
-        EasyTrain.trainBatch(trainer, batch);
-        trainer.step();
-        batch.close();
+        if (memory != null) {
+            memory.begin();
+            loss.atEvaluate = memory::backwardStart;
+        }
+        try {
+            EasyTrain.trainBatch(trainer, batch);
+            trainer.step();
+            batch.close();
+        } finally {
+            if (memory != null) {
+                loss.atEvaluate = null;
+                memory.end();
+            }
+        }
         synchronizeDevice();
         return System.nanoTime() - start;
     }
@@ -204,6 +242,32 @@ public final class TrainingRig implements AutoCloseable {
                 m.randomInteger(0, Network.CLASSES, new Shape(batchSize), DataType.INT32)
                         .toType(DataType.FLOAT32, false);
         return new Batch(m, new NDList(x), new NDList(y), batchSize, null, null, 0, 1);
+    }
+
+    /**
+     * The training loss with a hook run when it has been computed, just before {@code EasyTrain}
+     * starts the backward pass: what the step memory reads as backward start. djl-amp's scaled loss
+     * wraps this one.
+     */
+    static final class ProbedLoss extends Loss {
+
+        private final Loss delegate;
+        private volatile Runnable atEvaluate;
+
+        ProbedLoss(Loss delegate) {
+            super(delegate.getName());
+            this.delegate = delegate;
+        }
+
+        @Override
+        public NDArray evaluate(NDList labels, NDList predictions) {
+            NDArray value = delegate.evaluate(labels, predictions);
+            Runnable hook = atEvaluate;
+            if (hook != null) {
+                hook.run();
+            }
+            return value;
+        }
     }
 
     /** Closes the trainer and the model. */

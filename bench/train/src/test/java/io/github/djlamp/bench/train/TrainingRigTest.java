@@ -2,11 +2,15 @@ package io.github.djlamp.bench.train;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import ai.djl.ndarray.types.Shape;
+import ai.djl.training.optimizer.Adam;
+import ai.djl.training.optimizer.Sgd;
+import com.google.gson.JsonObject;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
 import io.github.djlamp.amp.policy.CastCategory;
 import io.github.djlamp.amp.policy.Precision;
@@ -143,6 +147,30 @@ class TrainingRigTest {
     }
 
     @Test
+    void transformer256IsIssue29sModelTrainedWithAdam() {
+        // four encoder blocks straight on the input, the flatten and the classifier
+        assertEquals(6, Network.TRANSFORMER_256.build().getChildren().size());
+        assertEquals(new Shape(2, 128, 256), Network.TRANSFORMER_256.inputShape(2));
+        assertTrue(Network.TRANSFORMER_256.optimizer() instanceof Adam);
+        assertTrue(Network.TRANSFORMER.optimizer() instanceof Sgd);
+        try (TrainingRig rig = TrainingRig.create(Network.TRANSFORMER_256, Variant.FP32, 1)) {
+            StepMemory memory = new StepMemory();
+            assertTrue(rig.step(memory) > 0);
+            // bench/train/pytorch_resnet.py's copy counts the same
+            assertEquals(3_486_730, rig.parameterCount());
+            assertNull(rig.arithmeticShare(), "plain DJL reports no 16-bit share");
+            JsonObject m = memory.toJson();
+            long forward = m.get("forwardStartBytes").getAsLong();
+            long backward = m.get("backwardStartBytes").getAsLong();
+            long peak = m.get("peakBytes").getAsLong();
+            // the forward's saved activations are held when backward starts
+            assertTrue(backward > forward + (1 << 20), m.toString());
+            assertTrue(peak >= backward, m.toString());
+            assertTrue(m.get("afterStepBytes").getAsLong() < peak, m.toString());
+        }
+    }
+
+    @Test
     void namesParse() {
         assertEquals(Network.RESNET50, Network.of("ResNet50"));
         assertEquals(
@@ -156,6 +184,7 @@ class TrainingRigTest {
                 List.of(Variant.AMP_BF16_CKPT_STAGES, Variant.AMP_BF16_CKPT_AUTO),
                 Variant.listOf("djl-amp-bf16-ckpt-stages,djl-amp-bf16-ckpt-auto"));
         assertEquals(Network.TRANSFORMER, Network.of("transformer"));
+        assertEquals(Network.TRANSFORMER_256, Network.of("transformer-256"));
         assertThrows(IllegalArgumentException.class, () -> Variant.of("fp16"));
         assertThrows(IllegalArgumentException.class, () -> Network.of("vgg"));
     }
