@@ -18,11 +18,14 @@ import java.util.Set;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.junit.jupiter.api.Test;
+import org.objectweb.asm.ClassReader;
+import org.objectweb.asm.tree.ClassNode;
+import org.objectweb.asm.tree.analysis.Analyzer;
 import org.slf4j.Logger;
 
 /**
  * amp-distributed's module descriptor at work: two ranks under {@code mpirun} with djl-amp's three
- * modules, DJL's api and PyTorch engine, JNA and slf4j on the module path train the same
+ * modules, DJL's api and PyTorch engine, JNA, ASM and slf4j on the module path train the same
  * data-parallel steps (JNA reaches Open MPI from a named module).
  */
 class ModulePathMpiTest {
@@ -38,7 +41,10 @@ class ModulePathMpiTest {
                         Engine.class,
                         PtEngine.class,
                         Native.class,
-                        Logger.class)) {
+                        Logger.class,
+                        ClassReader.class, // ASM, which amp-core requires
+                        ClassNode.class,
+                        Analyzer.class)) {
             modules.add(
                     Path.of(type.getProtectionDomain().getCodeSource().getLocation().toURI())
                             .toString());
