@@ -215,11 +215,16 @@ final class CastingParameterStore extends ParameterStore {
         if (shapes == null || shapes.length != 1) {
             return null;
         }
+        // a dimension left open at initialization (DJL's attention projections: (-1, E)) is 1
+        long[] dimensions = shapes[0].getShape();
+        for (int i = 0; i < dimensions.length; i++) {
+            dimensions[i] = Math.max(1, dimensions[i]);
+        }
+        Shape shape = new Shape(dimensions);
         try (NDManager scope = stepManager.newSubManager(device)) {
             // a fixed pattern, not the engine's generator: the check must not move the user's
             // random stream
-            NDArray input =
-                    scope.arange((float) shapes[0].size()).reshape(shapes[0]).mul(0.37f).sin();
+            NDArray input = scope.arange((float) shape.size()).reshape(shape).mul(0.37f).sin();
             List<MemoryLayout> candidates =
                     only != null ? Collections.singletonList(only) : layoutCandidates(input);
             return verifier.verdict(
