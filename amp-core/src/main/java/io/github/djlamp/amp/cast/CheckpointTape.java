@@ -383,7 +383,7 @@ final class CheckpointTape {
      * Whether {@code again} reproduces {@code first}, element by element (NaN where NaN was): bit
      * for bit in fp32. In 16 bits a multi-threaded kernel may round a recomputation otherwise than
      * the forward (seen: DJL's transformer blocks in emulated bf16 on two threads, now and then),
-     * so there an element reproduces unless it moved by more than half of itself (plus 2^-6 of the
+     * so there an element reproduces unless it moved by more than half of itself (plus 1/8 of the
      * mean magnitude): what a dropped value does, and rounding does not.
      */
     private static NDArray reproduces(NDArray first, NDArray again, Precision precision) {
@@ -392,7 +392,7 @@ final class CheckpointTape {
             return first.eq(again).logicalOr(nan);
         }
         NDArray magnitude = first.abs();
-        NDArray bound = magnitude.mul(0.5f).add(magnitude.mean().mul(1f / 64));
+        NDArray bound = magnitude.mul(0.5f).add(magnitude.mean().mul(1f / 8));
         return first.sub(again).abs().lte(bound).logicalOr(nan);
     }
 
