@@ -152,24 +152,32 @@ final class PrecisionStage extends ShadowBlock {
             PairList<String, Object> params) {
         return switch (category) {
             case LOW, TRUSTED -> forwardLow(casting, inputs, labels, training, params);
-            case FP32 -> {
-                NDList outputs =
-                        forwardAndReleaseCasts(
-                                casting.delegate(),
-                                casting.toFp32(inputs),
-                                inputs,
-                                labels == null ? null : castLabels(casting.toFp32(labels), labels),
-                                labels,
-                                training,
-                                params);
-                casting.recordArithmetic(path, inner, Precision.FP32, inputs, outputs);
-                yield outputs;
-            }
+            case FP32 -> forwardFp32(casting, inputs, labels, training, params);
             case PASS_THROUGH -> forwardPassThrough(casting, inputs, labels, training, params);
             case CONTAINER ->
                     throw new IllegalStateException(
                             "'" + path + "' is a container: the shadow tree descends into it");
         };
+    }
+
+    /** Runs in fp32: floating inputs and labels cast to fp32, parameters as they are. */
+    private NDList forwardFp32(
+            CastingParameterStore casting,
+            NDList inputs,
+            NDList labels,
+            boolean training,
+            PairList<String, Object> params) {
+        NDList outputs =
+                forwardAndReleaseCasts(
+                        casting.delegate(),
+                        casting.toFp32(inputs),
+                        inputs,
+                        labels == null ? null : castLabels(casting.toFp32(labels), labels),
+                        labels,
+                        training,
+                        params);
+        casting.recordArithmetic(path, inner, Precision.FP32, inputs, outputs);
+        return outputs;
     }
 
     /** Runs in the compute precision, or as the kernel check of this signature decided. */
@@ -181,17 +189,7 @@ final class PrecisionStage extends ShadowBlock {
             PairList<String, Object> params) {
         KernelVerdict verdict = verdict(casting, inputs, training);
         if (verdict != null && !verdict.runsLowPrecision()) {
-            NDList outputs =
-                    forwardAndReleaseCasts(
-                            casting.delegate(),
-                            casting.toFp32(inputs),
-                            inputs,
-                            labels == null ? null : castLabels(casting.toFp32(labels), labels),
-                            labels,
-                            training,
-                            params);
-            casting.recordArithmetic(path, inner, Precision.FP32, inputs, outputs);
-            return outputs;
+            return forwardFp32(casting, inputs, labels, training, params);
         }
         CastingParameterStore low =
                 verdict == null ? casting : casting.withLayout(verdict.getLayout());
