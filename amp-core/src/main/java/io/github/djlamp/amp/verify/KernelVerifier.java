@@ -32,9 +32,13 @@ import org.slf4j.LoggerFactory;
  * the absolute values (the sums S that {@link ErrorBound} scales with), and in 16 bits in each
  * candidate memory layout until one agrees. Each run goes forward and backward from a fixed
  * cotangent, so the output, the weight and bias gradients and, where the input needs one, the input
- * gradient are all compared. The fp32 reference is itself compared, on a few sampled outputs, with
- * a direct double-precision sum ({@link DirectSum}): where fp32 is wrong too, no fallback helps and
- * the verdict says the platform is unsound.
+ * gradient are all compared. The 16-bit run is at the input's full shape, the signature training
+ * runs; the two fp32 runs cover {@link SampledRows} of the batch (four samples, the first and the
+ * last among them), the only rows the cotangent reaches, so that a check costs about one 16-bit
+ * pass of the layer however large the batch, where fp32 costs more than 16 bits. Outside those rows
+ * the 16-bit input gradient must be exactly zero. The fp32 reference is itself compared, on a few
+ * sampled outputs, with a direct double-precision sum ({@link DirectSum}): where fp32 is wrong too,
+ * no fallback helps and the verdict says the platform is unsound.
  *
  * <p>Nothing of the caller's is touched: the runs use detached copies, a cotangent made without the
  * engine's random generator, and a manager closed before this returns.
@@ -237,14 +241,18 @@ public final class KernelVerifier {
             List<MemoryLayout> candidates) {
         Device device = input.getDevice();
         Shape inputShape = input.getShape();
+        SampledRows rows = SampledRows.of(block, inputShape);
+        Shape sampledShape = rows.shapeOf(inputShape);
         List<String> findings = new ArrayList<>();
         try (NDManager scratch = input.getManager().newSubManager()) {
+            NDArray detachedInput = input.stopGradient();
+            detachedInput.attach(scratch);
             NDList reference = new NDList();
-            reference.add(rounded(input, precision, scratch));
+            reference.add(rounded(rows.take(detachedInput), precision, scratch));
             for (Parameter parameter : order) {
                 reference.add(rounded(parameters.get(parameter), precision, scratch));
             }
-            Shape outputShape = block.getOutputShapes(new Shape[] {inputShape})[0];
+            Shape outputShape = block.getOutputShapes(new Shape[] {sampledShape})[0];
             NDArray unrounded = cotangent(outputShape, scratch);
             NDArray cotangent = rounded(unrounded, precision, scratch);
             unrounded.close();
@@ -253,7 +261,7 @@ public final class KernelVerifier {
             NDList sums;
             try {
                 expected = backend.valueAndGradients(layer, reference, cotangent, scratch);
-                // the absolute values go once their sums are made: as large as the layer's input
+                // the absolute values go once their sums are made: as large as the sampled input
                 try (NDManager magnitudes = scratch.newSubManager()) {
                     NDList absolute = new NDList();
                     for (NDArray array : reference) {
@@ -291,27 +299,40 @@ public final class KernelVerifier {
                         findings);
             }
             long[] reductions =
-                    LayerMath.reductionLengths(block, inputShape, outputShape, order.size());
+                    LayerMath.reductionLengths(block, sampledShape, outputShape, order.size());
             for (MemoryLayout layout : candidates) {
                 String failure;
                 // a layout's casts and results go before the next layout is tried
                 try (NDManager attempt = scratch.newSubManager()) {
+                    // the 16-bit kernel runs at the full shape, training's signature; the cotangent
+                    // reaches the sampled rows only (rounding to 16 bits and back changes no
+                    // 16-bit value, so the whole input is cast as it is)
                     NDList low = new NDList();
-                    for (NDArray array : reference) {
+                    low.add(backend.cast(detachedInput, precision, layout, attempt));
+                    for (NDArray array : reference.subNDList(1)) {
                         low.add(backend.cast(array, precision, layout, attempt));
                     }
                     NDArray lowCotangent = backend.cast(cotangent, precision, layout, attempt);
-                    NDList actual = backend.valueAndGradients(layer, low, lowCotangent, attempt);
-                    failure =
-                            Comparison.firstFailure(
-                                    actual,
-                                    expected,
-                                    sums,
-                                    names(order),
-                                    reductions,
-                                    inputGradient,
-                                    precision,
-                                    backend);
+                    NDList actual =
+                            backend.valueAndGradients(
+                                    leaves -> rows.take(forward(block, order, leaves, attempt)),
+                                    low,
+                                    lowCotangent,
+                                    attempt);
+                    failure = gradientOutsideSampledRows(actual.get(1), rows, inputGradient);
+                    if (failure == null) {
+                        actual.set(1, rows.take(actual.get(1)));
+                        failure =
+                                Comparison.firstFailure(
+                                        actual,
+                                        expected,
+                                        sums,
+                                        names(order),
+                                        reductions,
+                                        inputGradient,
+                                        precision,
+                                        backend);
+                    }
                 } catch (RuntimeException e) {
                     failure = "the kernel failed: " + e.getMessage();
                 }
@@ -342,6 +363,31 @@ public final class KernelVerifier {
                     null,
                     findings);
         }
+    }
+
+    /**
+     * Returns what is wrong with a 16-bit input gradient outside the sampled rows, where the
+     * cotangent is zero and a right kernel gives exactly zero, or null.
+     */
+    private String gradientOutsideSampledRows(
+            NDArray inputGradient, SampledRows rows, boolean checked) {
+        if (!checked || rows.isAll()) {
+            return null;
+        }
+        float[] rowMaxima =
+                backend.readFloats(
+                        inputGradient.abs().reshape(rows.total(), -1).max(new int[] {1}));
+        long[] wrong = rows.nonZeroOutside(rowMaxima);
+        if (wrong.length == 0) {
+            return null;
+        }
+        return "input gradient non-zero in "
+                + wrong.length
+                + " of "
+                + rows.total()
+                + " rows whose cotangent is zero (the check's cotangent reaches "
+                + rows
+                + ")";
     }
 
     private static KernelVerdict verdict(

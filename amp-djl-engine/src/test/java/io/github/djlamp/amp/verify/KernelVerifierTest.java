@@ -134,6 +134,55 @@ class KernelVerifierTest {
         }
     }
 
+    /**
+     * The fp32 passes run on four of the batch's samples while the 16-bit kernel runs at the full
+     * shape: a kernel wrong in the last sample only (a partial last block of the batch) is found.
+     */
+    @Test
+    void aKernelWrongInTheLastSampleIsFound() {
+        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+            KernelVerdict verdict =
+                    Layers.check(
+                            AmpBackends.forManager(manager),
+                            WrongLowPrecisionConv2d.wrongInLastSample(8, 3, 1),
+                            new Shape(13, 4, 6, 6),
+                            Precision.BF16,
+                            BOTH,
+                            manager);
+            assertEquals(
+                    KernelVerdict.Outcome.FP32_FALLBACK, verdict.getOutcome(), verdict.toString());
+            assertTrue(
+                    verdict.getFindings().get(0).startsWith("channels-last: output "),
+                    verdict.toString());
+        }
+    }
+
+    /**
+     * Outside the sampled samples the check's cotangent is zero, so a right kernel's input gradient
+     * is exactly zero there: a kernel that leaks one sample's gradient into the next one's is
+     * found, though the sampled samples' own input gradients are right.
+     */
+    @Test
+    void anInputGradientLeakingIntoOtherSamplesIsFound() {
+        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+            KernelVerdict verdict =
+                    Layers.check(
+                            AmpBackends.forManager(manager),
+                            WrongInputGradientConv2d.leakingToNextSample(4, 3, 1),
+                            new Shape(13, 4, 6, 6),
+                            Precision.BF16,
+                            BOTH,
+                            manager);
+            assertEquals(
+                    KernelVerdict.Outcome.FP32_FALLBACK, verdict.getOutcome(), verdict.toString());
+            assertTrue(
+                    verdict.getFindings()
+                            .get(0)
+                            .startsWith("channels-last: input gradient non-zero in 3 of 13 rows"),
+                    verdict.toString());
+        }
+    }
+
     @Test
     void aWrongFp32KernelMakesThePlatformUnsound() {
         try (NDManager manager = NDManager.newBaseManager("PyTorch")) {

@@ -1,7 +1,9 @@
 package io.github.djlamp.amp.verify;
 
 import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDArrays;
 import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.index.NDIndex;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.convolutional.Conv2d;
 import ai.djl.training.ParameterStore;
@@ -14,12 +16,17 @@ import io.github.djlamp.amp.spi.AmpBackends;
  * weight gradient right and the input gradient wrong: in 16 bits it adds {@code x - detach(x)},
  * zero, to its output (its input {@code x} and output have one shape: as many filters as input
  * channels, padding that keeps the size), so the input gradient is off by the output gradient. Only
- * a check that covers the input gradient finds it.
+ * a check that covers the input gradient finds it. The other kind ({@link #leakingToNextSample})
+ * adds each sample's successor instead, {@code x[n + 1] - detach(x[n + 1])}, so that the gradient
+ * of sample n leaks into sample n + 1's input gradient.
  */
 public final class WrongInputGradientConv2d extends Conv2d {
 
-    private WrongInputGradientConv2d(Conv2d.Builder builder) {
+    private final boolean toNextSample;
+
+    private WrongInputGradientConv2d(Conv2d.Builder builder, boolean toNextSample) {
         super(builder);
+        this.toNextSample = toNextSample;
     }
 
     /**
@@ -31,11 +38,27 @@ public final class WrongInputGradientConv2d extends Conv2d {
      * @return the block
      */
     public static WrongInputGradientConv2d create(int filters, int kernel, int pad) {
-        return new WrongInputGradientConv2d(
-                Conv2d.builder()
-                        .setFilters(filters)
-                        .setKernelShape(new Shape(kernel, kernel))
-                        .optPadding(new Shape(pad, pad)));
+        return new WrongInputGradientConv2d(builder(filters, kernel, pad), false);
+    }
+
+    /**
+     * A square convolution whose 16-bit input gradient of each sample holds the output gradient of
+     * the sample before it.
+     *
+     * @param filters output channels, as many as the input has
+     * @param kernel the kernel's size
+     * @param pad the padding on each side
+     * @return the block
+     */
+    public static WrongInputGradientConv2d leakingToNextSample(int filters, int kernel, int pad) {
+        return new WrongInputGradientConv2d(builder(filters, kernel, pad), true);
+    }
+
+    private static Conv2d.Builder builder(int filters, int kernel, int pad) {
+        return Conv2d.builder()
+                .setFilters(filters)
+                .setKernelShape(new Shape(kernel, kernel))
+                .optPadding(new Shape(pad, pad));
     }
 
     @Override
@@ -49,6 +72,16 @@ public final class WrongInputGradientConv2d extends Conv2d {
         if (AmpBackends.forManager(input.getManager()).precisionOf(input) == Precision.FP32) {
             return outputs;
         }
-        return new NDList(outputs.head().add(input.sub(input.stopGradient()).mul(16f)));
+        NDArray source = input;
+        if (toNextSample) {
+            // x[1:], then a zero sample in the last place
+            source =
+                    NDArrays.concat(
+                            new NDList(
+                                    input.get(new NDIndex("1:")),
+                                    input.get(new NDIndex(":1")).mul(0f)),
+                            0);
+        }
+        return new NDList(outputs.head().add(source.sub(source.stopGradient()).mul(16f)));
     }
 }

@@ -1,7 +1,9 @@
 package io.github.djlamp.amp.verify;
 
 import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDArrays;
 import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.index.NDIndex;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.convolutional.Conv2d;
 import ai.djl.training.ParameterStore;
@@ -17,10 +19,13 @@ import io.github.djlamp.amp.spi.AmpBackends;
 public final class WrongLowPrecisionConv2d extends Conv2d {
 
     private final boolean wrongInFp32;
+    private final boolean lastRowOnly;
 
-    private WrongLowPrecisionConv2d(Conv2d.Builder builder, boolean wrongInFp32) {
+    private WrongLowPrecisionConv2d(
+            Conv2d.Builder builder, boolean wrongInFp32, boolean lastRowOnly) {
         super(builder);
         this.wrongInFp32 = wrongInFp32;
+        this.lastRowOnly = lastRowOnly;
     }
 
     /**
@@ -32,7 +37,20 @@ public final class WrongLowPrecisionConv2d extends Conv2d {
      * @return the block
      */
     public static WrongLowPrecisionConv2d create(int filters, int kernel, int pad) {
-        return new WrongLowPrecisionConv2d(builder(filters, kernel, pad), false);
+        return new WrongLowPrecisionConv2d(builder(filters, kernel, pad), false, false);
+    }
+
+    /**
+     * A convolution whose 16-bit kernel is wrong in the last sample of the batch only, as a kernel
+     * that computes a partial last block of the batch apart could be.
+     *
+     * @param filters output channels
+     * @param kernel the square kernel's size
+     * @param pad the padding on each side
+     * @return the block
+     */
+    public static WrongLowPrecisionConv2d wrongInLastSample(int filters, int kernel, int pad) {
+        return new WrongLowPrecisionConv2d(builder(filters, kernel, pad), false, true);
     }
 
     /**
@@ -44,7 +62,7 @@ public final class WrongLowPrecisionConv2d extends Conv2d {
      * @return the block
      */
     public static WrongLowPrecisionConv2d wrongInFp32(int filters, int kernel, int pad) {
-        return new WrongLowPrecisionConv2d(builder(filters, kernel, pad), true);
+        return new WrongLowPrecisionConv2d(builder(filters, kernel, pad), true, false);
     }
 
     private static Conv2d.Builder builder(int filters, int kernel, int pad) {
@@ -68,6 +86,16 @@ public final class WrongLowPrecisionConv2d extends Conv2d {
             return outputs;
         }
         NDArray y = outputs.head();
-        return new NDList(y.add(y.abs().mul(0.5f)));
+        if (!lastRowOnly) {
+            return new NDList(y.add(y.abs().mul(0.5f)));
+        }
+        long last = y.getShape().get(0) - 1;
+        NDArray lastRow = y.get(new NDIndex("{}:", last));
+        return new NDList(
+                NDArrays.concat(
+                        new NDList(
+                                y.get(new NDIndex(":{}", last)),
+                                lastRow.add(lastRow.abs().mul(0.5f))),
+                        0));
     }
 }
