@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import ai.djl.Model;
 import ai.djl.engine.Engine;
+import ai.djl.ndarray.BaseNDManager;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
@@ -18,16 +19,18 @@ import ai.djl.training.optimizer.Optimizer;
 import ai.djl.training.tracker.Tracker;
 import io.github.djlamp.amp.Amp;
 import io.github.djlamp.amp.verify.KernelVerification;
+import java.lang.reflect.Field;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
+import java.util.Map;
 import org.junit.jupiter.api.Test;
 
 /**
  * The first step's kernel checks keep nothing: after each of the first steps the engine holds as
- * many live native arrays as a run without checks (issue: what the first step makes must not stay
- * for the rest of training). The memory they freed is given back to the system after the step
- * (FreedMemoryTest; the process peak is in bench/RESULTS.md).
+ * many live native arrays, and as many open managers, as a run without checks (issue: what the
+ * first step makes must not stay for the rest of training). The memory they freed is given back to
+ * the system after the step (FreedMemoryTest; the process peak is in bench/RESULTS.md).
  */
 class FirstStepKeepsNothingTest {
 
@@ -35,20 +38,37 @@ class FirstStepKeepsNothingTest {
     private static final int BATCH = 4;
 
     @Test
-    void liveArraysAfterEachOfTheFirstStepsAreThoseOfARunWithoutChecks() throws Exception {
-        List<Integer> checked = liveArraysAfterSteps(KernelVerification.ON);
-        List<Integer> unchecked = liveArraysAfterSteps(KernelVerification.OFF);
+    void liveArraysAndManagersAfterEachOfTheFirstStepsAreThoseOfARunWithoutChecks()
+            throws Exception {
+        // the run without checks first: what the checked run left behind would count in a run
+        // after it, in the same process
+        List<List<Integer>> unchecked = liveAfterSteps(KernelVerification.OFF);
+        List<List<Integer>> checked = liveAfterSteps(KernelVerification.ON);
         System.out.println(
-                "live native arrays after steps 1.."
+                "live native arrays and open managers after steps 1.."
                         + STEPS
                         + ": checked "
                         + checked
                         + ", unchecked "
                         + unchecked);
-        assertEquals(unchecked, checked);
+        assertEquals(unchecked.get(0), checked.get(0), "live native arrays after each step");
+        assertEquals(unchecked.get(1), checked.get(1), "open managers after each step");
     }
 
-    private static List<Integer> liveArraysAfterSteps(KernelVerification verification)
+    /** Counts the managers open under {@code manager}, itself included (DJL lists arrays only). */
+    private static int openManagers(NDManager manager) throws ReflectiveOperationException {
+        Field resources = BaseNDManager.class.getDeclaredField("resources");
+        resources.setAccessible(true);
+        int count = 1;
+        for (Object resource : ((Map<?, ?>) resources.get(manager)).values()) {
+            if (resource instanceof NDManager) {
+                count += openManagers((NDManager) resource);
+            }
+        }
+        return count;
+    }
+
+    private static List<List<Integer>> liveAfterSteps(KernelVerification verification)
             throws Exception {
         Engine.getInstance().setRandomSeed(17);
         try (Model m = Model.newInstance("first-step-" + verification, "PyTorch")) {
@@ -76,16 +96,18 @@ class FirstStepKeepsNothingTest {
                 while (root.getParentManager() != null) {
                     root = root.getParentManager();
                 }
-                List<Integer> counts = new ArrayList<>();
+                List<Integer> arrays = new ArrayList<>();
+                List<Integer> managers = new ArrayList<>();
                 Iterator<Batch> batches = trainer.iterateDataset(dataset).iterator();
                 for (int step = 1; step <= STEPS; step++) {
                     Batch batch = batches.next();
                     EasyTrain.trainBatch(trainer, batch);
                     trainer.step();
                     batch.close();
-                    counts.add(root.getManagedArrays().size());
+                    arrays.add(root.getManagedArrays().size());
+                    managers.add(openManagers(root));
                 }
-                return counts;
+                return List.of(arrays, managers);
             }
         }
     }
