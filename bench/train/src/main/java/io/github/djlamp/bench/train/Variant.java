@@ -10,6 +10,7 @@ import io.github.djlamp.amp.policy.Checkpointing;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
 import io.github.djlamp.amp.scale.LossScaling;
 import io.github.djlamp.amp.spi.MemoryLayout;
+import io.github.djlamp.amp.verify.KernelVerification;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -32,6 +33,19 @@ public enum Variant {
         @Override
         Block wrap(Block block) {
             return new MixedPrecisionBlock(block, PrecisionPolicy.named("mixed_bfloat16"));
+        }
+    },
+    /**
+     * djl-amp bf16 as {@link #AMP_BF16} with {@code KernelVerification.OFF}: no 16-bit kernel is
+     * checked against fp32 at its first use, what the first step of {@link #AMP_BF16} is compared
+     * with.
+     */
+    AMP_BF16_UNCHECKED(
+            "djl-amp-bf16-unchecked",
+            "djl-amp bf16, channels-last, KernelVerification.OFF, per-parameter optimizer update") {
+        @Override
+        Block wrap(Block block) {
+            return Amp.wrap(block, "mixed_bfloat16", KernelVerification.OFF);
         }
     },
     /**

@@ -12,6 +12,8 @@ import io.github.djlamp.amp.verify.KernelVerification;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
+import java.lang.management.ManagementFactory;
+import java.lang.management.ThreadMXBean;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -96,6 +98,8 @@ final class VerificationCommand implements Callable<Integer> {
     @Option(names = "--out", required = true, description = "The JSON file to write.")
     Path out;
 
+    private static final ThreadMXBean THREADS = ManagementFactory.getThreadMXBean();
+
     private static final KernelVerification[] SETTINGS = {
         KernelVerification.ON, KernelVerification.OFF
     };
@@ -152,8 +156,11 @@ final class VerificationCommand implements Callable<Integer> {
 
         // 2. first step of a fresh model in this (warm) JVM, verdicts forgotten
         Map<KernelVerification, List<Double>> warmFirst = new EnumMap<>(KernelVerification.class);
+        Map<KernelVerification, List<Double>> warmFirstCpu =
+                new EnumMap<>(KernelVerification.class);
         for (KernelVerification s : SETTINGS) {
             warmFirst.put(s, new ArrayList<>());
+            warmFirstCpu.put(s, new ArrayList<>());
         }
         int signatures = 0;
         int layers = 0;
@@ -164,7 +171,11 @@ final class VerificationCommand implements Callable<Integer> {
                 KernelVerification s = SETTINGS[(rep + k) % SETTINGS.length];
                 KernelVerdicts.forgetAll();
                 try (VerificationRig rig = VerificationRig.create(network, policy, s, batch)) {
+                    // with one intra-op thread libtorch computes on the calling thread, so its CPU
+                    // time is the step's work whatever else the machine runs
+                    long cpuBefore = THREADS.getCurrentThreadCpuTime();
                     double ms = rig.step() / 1e6;
+                    warmFirstCpu.get(s).add((THREADS.getCurrentThreadCpuTime() - cpuBefore) / 1e6);
                     warmFirst.get(s).add(ms);
                     List<KernelVerdict> verdicts = KernelVerdicts.all();
                     System.out.printf(
@@ -222,6 +233,7 @@ final class VerificationCommand implements Callable<Integer> {
             part.addProperty("firstStepFirstModelInJvmMs", firstInJvm.get(s));
             part.add("steadyMs", array(steady.get(s)));
             part.add("warmJvmFirstStepMs", array(warmFirst.get(s)));
+            part.add("warmJvmFirstStepThreadCpuMs", array(warmFirstCpu.get(s)));
             part.add("freshJvmFirstStepMs", array(coldFirst.get(s)));
             part.add("freshJvmLaterStepsMs", array(coldLater.get(s)));
             json.add(key, part);
@@ -256,6 +268,9 @@ final class VerificationCommand implements Callable<Integer> {
         System.out.println("| --- | ---: | ---: | ---: | ---: | ---: |");
         row("first step, fresh JVM (child JVM each)", coldFirst);
         row("first step, warm JVM, fresh model, verdicts forgotten", warmFirst);
+        row(
+                "the same first steps, CPU time of the training thread (one intra-op thread)",
+                warmFirstCpu);
         row("steady state, alternating", steady);
         row("steps 2.. of the fresh JVMs", coldLater);
         System.out.printf(
