@@ -15,6 +15,14 @@
 #                                DJL fp32, djl-amp bf16, lean fp32 and PyTorch fp32 / bf16 autocast,
 #                                and step times (STEPS, default 2); writes
 #                                bench/train/target/RESULTS-transformer.md (RESULTS.md is not touched)
+#   bench/train/run.sh --memory   one memory instrument on both sides (issue 31): glibc's in-use bytes
+#                                at forward start, backward start, the peak and after the step, the
+#                                first and a steady step apart, plus each process's peak (VmHWM), one
+#                                fresh process a variant and batch, for DJL fp32, djl-amp bf16 with
+#                                and without its kernel checks, djl-amp's lean fp32 and PyTorch fp32 /
+#                                bf16 autocast (NCHW and channels-last); NETWORK (default resnet18)
+#                                at BATCHES (default 8,32,64), REPEAT processes each (default 1);
+#                                writes bench/train/target/RESULTS-memory.md (RESULTS.md is not touched)
 #
 # Environment: THREADS (intra-op threads of both frameworks, default nproc), PYTHON (default
 # /usr/bin/python3, Debian's interpreter, where `apt-get install python3-torch` puts PyTorch).
@@ -26,17 +34,63 @@ command_line="bench/train/run.sh${*:+ $*}"
 quick=false
 checkpointing=false
 transformer=false
+memory=false
 for arg in "$@"; do
     case "$arg" in
         --quick) quick=true ;;
         --checkpointing) checkpointing=true ;;
         --transformer) transformer=true ;;
-        *) echo "unknown argument: $arg (use --quick, --checkpointing, --transformer or nothing)" >&2; exit 2 ;;
+        --memory) memory=true ;;
+        *) echo "unknown argument: $arg (use --quick, --checkpointing, --transformer, --memory or nothing)" >&2; exit 2 ;;
     esac
 done
 
 python="${PYTHON:-/usr/bin/python3}"
 threads="${THREADS:-$(nproc)}"
+if $memory; then
+    threads="${THREADS:-1}"
+    network="${NETWORK:-resnet18}"
+    batches="${BATCHES:-8,32,64}"
+    repeat="${REPEAT:-1}"
+    mvn -B -ntp -q -pl bench/train -am package -DskipTests
+    classpath="bench/train/target/classes:$(cat bench/train/target/bench-train-classpath.txt)"
+    out="bench/train/target/results-memory"
+    rm -rf "$out"
+    mkdir -p "$out"
+    started="$(date -u '+%Y-%m-%d %H:%M UTC')"
+    revision="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    load_start="$(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "== $network memory (DJL, djl-amp), batches $batches"
+    java -Dai.djl.offline=true -Dai.djl.pytorch.num_threads="$threads" \
+        -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp "$classpath" \
+        io.github.djlamp.bench.train.TrainBench memory --network "$network" --batches "$batches" \
+        --variants djl-fp32,djl-amp-bf16,djl-amp-bf16-unchecked,djl-amp-fp32-dynamic \
+        --repeat "$repeat" --cap-mib 0 --out "$out/memory-$network-djl.json"
+    if "$python" -c 'import torch' 2>/dev/null; then
+        for b in ${batches//,/ }; do
+            for v in pt-fp32 pt-bf16-autocast pt-bf16-autocast-cl; do
+                echo "== $network memory ($v, batch $b)"
+                "$python" bench/train/pytorch_resnet.py --network "$network" --batch "$b" \
+                    --threads "$threads" --warmup 1 --steps 1 --variants "$v" --memory \
+                    --out "$out/memory-$network-$v-$b.json"
+            done
+        done
+    else
+        echo "== no PyTorch for $python: the PyTorch rows are left out (apt-get install python3-torch)"
+    fi
+    results="bench/train/target/RESULTS-memory.md"
+    {
+        echo "Command: \`$command_line\` (NETWORK=$network, BATCHES=$batches, REPEAT=$repeat, THREADS=$threads), started $started, ended $(date -u '+%Y-%m-%d %H:%M UTC')."
+        echo "Machine: $(nproc) cores (nproc), $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'),"
+        echo "$(grep -qw avx512_bf16 /proc/cpuinfo && echo 'with' || echo 'no') avx512_bf16;"
+        echo "code at $revision; load average at the start $load_start, at the end $(cut -d' ' -f1-3 /proc/loadavg)."
+        echo
+        "$python" bench/train/memory_summary.py --dir "$out"
+    } > "$results"
+    cat "$results"
+    exit 0
+fi
+
 if $transformer; then
     threads="${THREADS:-1}"
     steps="${STEPS:-2}"
@@ -73,7 +127,7 @@ if $transformer; then
         echo "$(grep -qw avx512_bf16 /proc/cpuinfo && echo 'with' || echo 'no') avx512_bf16;"
         echo "code at $revision; load average at the start $load_start, at the end $(cut -d' ' -f1-3 /proc/loadavg)."
         echo
-        "$python" bench/train/transformer_summary.py --dir "$out"
+        "$python" bench/train/memory_summary.py --dir "$out"
     } > "$results"
     cat "$results"
     exit 0

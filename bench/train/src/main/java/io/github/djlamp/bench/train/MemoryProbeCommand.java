@@ -4,6 +4,8 @@ import com.google.gson.Gson;
 import com.google.gson.JsonObject;
 import io.github.djlamp.amp.cast.ArithmeticShare;
 import io.github.djlamp.amp.cast.internal.CheckpointControl;
+import java.lang.management.ManagementFactory;
+import java.lang.management.ThreadMXBean;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
@@ -22,6 +24,8 @@ final class MemoryProbeCommand implements Callable<Integer> {
 
     /** The prefix of the line that carries the measurement. */
     static final String PREFIX = "RESULT ";
+
+    private static final ThreadMXBean THREADS = ManagementFactory.getThreadMXBean();
 
     @Option(
             names = "--network",
@@ -51,14 +55,20 @@ final class MemoryProbeCommand implements Callable<Integer> {
             long readyInUse = glibc ? GlibcHeap.inUseBytes() : -1;
             StepMemory first = glibc && warmup > 0 ? new StepMemory() : null;
             long warmupNanos = 0;
+            // one intra-op thread computes on this thread: its CPU time is the steps' work,
+            // whatever else the machine runs
+            long cpuStart = THREADS.getCurrentThreadCpuTime();
             for (int i = 0; i < warmup; i++) {
                 warmupNanos += rig.step(i == 0 ? first : null);
             }
+            long warmupCpuNanos = THREADS.getCurrentThreadCpuTime() - cpuStart;
             long warmupPeakKib = ProcStatus.peakKib();
             long beforeStepKib = ProcStatus.rssKib();
             StepMemory steady = glibc ? new StepMemory() : null;
             ProcStatus.resetPeak();
+            long stepCpuStart = THREADS.getCurrentThreadCpuTime();
             long stepNanos = rig.step(steady);
+            long stepCpuNanos = THREADS.getCurrentThreadCpuTime() - stepCpuStart;
             long stepPeakKib = ProcStatus.peakKib();
             JsonObject json = new JsonObject();
             json.addProperty("network", net.key());
@@ -71,6 +81,8 @@ final class MemoryProbeCommand implements Callable<Integer> {
             json.addProperty("processPeakKib", Math.max(warmupPeakKib, stepPeakKib));
             json.addProperty("warmupMs", warmupNanos / 1e6);
             json.addProperty("stepMs", stepNanos / 1e6);
+            json.addProperty("warmupThreadCpuMs", warmupCpuNanos / 1e6);
+            json.addProperty("stepThreadCpuMs", stepCpuNanos / 1e6);
             if (glibc) {
                 JsonObject inUse = new JsonObject();
                 inUse.addProperty("method", GlibcHeap.METHOD);
