@@ -216,7 +216,7 @@ final class CastingParameterStore extends ParameterStore {
             return null;
         }
         // a dimension left open at initialization (DJL's attention projections: (-1, E)) is 1
-        long[] dimensions = shapes[0].getShape();
+        long[] dimensions = shapes[0].getShape().clone(); // DJL hands out the shape's own array
         for (int i = 0; i < dimensions.length; i++) {
             dimensions[i] = Math.max(1, dimensions[i]);
         }

@@ -88,6 +88,33 @@ class KernelChecksInsideVouchedBlocksTest {
         }
     }
 
+    /**
+     * Trusted by the policy, its linear layer initialized with the batch left open, as DJL's
+     * attention projections are ({@code (-1, E)}).
+     */
+    public static final class OpenBatchUnit extends Unit {
+        public OpenBatchUnit() {
+            super(
+                    Conv2d.builder()
+                            .setFilters(4)
+                            .setKernelShape(new Shape(3, 3))
+                            .optPadding(new Shape(1, 1))
+                            .build());
+        }
+
+        @Override
+        protected void initializeChildBlocks(
+                ai.djl.ndarray.NDManager manager, DataType dataType, Shape... inputShapes) {
+            Block conv = getChildren().get(0).getValue();
+            conv.initialize(manager, dataType, inputShapes);
+            Shape out = conv.getOutputShapes(inputShapes)[0];
+            getChildren()
+                    .get(1)
+                    .getValue()
+                    .initialize(manager, dataType, new Shape(-1, out.size() / out.get(0)));
+        }
+    }
+
     private static Block net(Block unit, NDManager manager) {
         Engine.getInstance().setRandomSeed(7);
         Block net = new SequentialBlock().add(unit);
@@ -143,6 +170,28 @@ class KernelChecksInsideVouchedBlocksTest {
                 assertEquals(
                         KernelVerdict.Outcome.VERIFIED, verdict.getOutcome(), verdict.toString());
             }
+        }
+    }
+
+    /**
+     * The check of a layer initialized with an open dimension runs it as 1, and leaves the layer's
+     * own input shape as DJL recorded it (DJL hands out its shape's array, not a copy).
+     */
+    @Test
+    void aLayerInitializedWithAnOpenDimensionIsCheckedAndKeepsItsShape() {
+        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+            OpenBatchUnit unit = new OpenBatchUnit();
+            Block net = net(unit, manager);
+            Block linear = unit.getChildren().get(1).getValue();
+            assertEquals(new Shape(-1, 576), linear.getInputShapes()[0]);
+            MixedPrecisionBlock wrapped =
+                    Amp.wrap(
+                            net,
+                            "mixed_bfloat16[class:" + OpenBatchUnit.class.getName() + "=trusted]");
+            forward(wrapped, manager.randomNormal(0, 1, INPUT, DataType.FLOAT32), manager);
+            KernelVerdict verdict = find(wrapped.getKernelVerdicts(), "01OpenBatchUnit/02linear");
+            assertEquals(new Shape(1, 576), verdict.getInputShape(), verdict.toString());
+            assertEquals(new Shape(-1, 576), linear.getInputShapes()[0]);
         }
     }
 
