@@ -341,41 +341,53 @@ final class CheckpointTape {
                 if (!run.outputIsLeaf()[k] || first.isReleased()) {
                     continue;
                 }
-                NDArray a = backend.cast(first, Precision.FP32, MemoryLayout.CONTIGUOUS, scope);
-                NDArray b =
-                        backend.cast(again.get(k), Precision.FP32, MemoryLayout.CONTIGUOUS, scope);
-                NDArray same = reproduces(a, b, run.store().computePrecision());
-                if (!same.all().getBoolean()) {
-                    float largest = a.sub(b).abs().max().getFloat();
-                    float mean = a.abs().mean().getFloat();
-                    long differing =
-                            same.logicalNot().toType(DataType.INT64, false).sum().getLong();
-                    throw new AmpException(
-                            "checkpointing: the recomputation of the checkpointed segment '"
-                                    + run.segment().description()
-                                    + "' did not reproduce its forward pass (output "
-                                    + k
-                                    + String.format(
-                                            Locale.ROOT,
-                                            " differs in %d of %d values, by up to %.3g where"
-                                                    + " their mean magnitude is %.3g)",
-                                            differing,
-                                            a.size(),
-                                            largest,
-                                            mean)
-                                    + ", so the gradients would not be the forward"
-                                    + " pass's. Its forward draws random numbers (Dropout.dropout"
-                                    + " or a random array in a block's own forward) or is not"
-                                    + " deterministic; djl-amp cannot replay the random generator"
-                                    + " of DJL's PyTorch engine, which has no way to save and"
-                                    + " restore its state. Checkpoint only the stages without"
-                                    + " randomness, naming them with"
-                                    + " Checkpointing.blocks(\"path:...\"), or use"
-                                    + " Checkpointing.none()");
+                // the comparison's arrays, several of the output's size, go before the segment's
+                // backward: kept to the end of the recomputation they made the first step's peak
+                try (NDManager comparison = scope.newSubManager()) {
+                    requireOutputReproduced(run, k, first, again.get(k), backend, comparison);
                 }
             }
         } finally {
             backend.setRecording(recording);
+        }
+    }
+
+    private static void requireOutputReproduced(
+            Run run,
+            int k,
+            NDArray first,
+            NDArray again,
+            AmpBackend backend,
+            NDManager comparison) {
+        NDArray a = backend.cast(first, Precision.FP32, MemoryLayout.CONTIGUOUS, comparison);
+        NDArray b = backend.cast(again, Precision.FP32, MemoryLayout.CONTIGUOUS, comparison);
+        NDArray same = reproduces(a, b, run.store().computePrecision());
+        if (!same.all().getBoolean()) {
+            float largest = a.sub(b).abs().max().getFloat();
+            float mean = a.abs().mean().getFloat();
+            long differing = same.logicalNot().toType(DataType.INT64, false).sum().getLong();
+            throw new AmpException(
+                    "checkpointing: the recomputation of the checkpointed segment '"
+                            + run.segment().description()
+                            + "' did not reproduce its forward pass (output "
+                            + k
+                            + String.format(
+                                    Locale.ROOT,
+                                    " differs in %d of %d values, by up to %.3g where"
+                                            + " their mean magnitude is %.3g)",
+                                    differing,
+                                    a.size(),
+                                    largest,
+                                    mean)
+                            + ", so the gradients would not be the forward"
+                            + " pass's. Its forward draws random numbers (Dropout.dropout"
+                            + " or a random array in a block's own forward) or is not"
+                            + " deterministic; djl-amp cannot replay the random generator"
+                            + " of DJL's PyTorch engine, which has no way to save and"
+                            + " restore its state. Checkpoint only the stages without"
+                            + " randomness, naming them with"
+                            + " Checkpointing.blocks(\"path:...\"), or use"
+                            + " Checkpointing.none()");
         }
     }
 

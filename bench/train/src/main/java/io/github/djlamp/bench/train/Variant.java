@@ -69,6 +69,26 @@ public enum Variant {
         }
     },
     /**
+     * {@link #AMP_BF16_CKPT_STAGES} with {@code KernelVerification.OFF}: the first step of the
+     * checkpointed run without the kernel checks.
+     */
+    AMP_BF16_CKPT_STAGES_UNCHECKED(
+            "djl-amp-bf16-ckpt-stages-unchecked",
+            "djl-amp bf16, channels-last, Checkpointing.stages(), KernelVerification.OFF") {
+        @Override
+        Block wrap(Block block) {
+            return Amp.wrap(block, "mixed_bfloat16", KernelVerification.OFF);
+        }
+
+        @Override
+        TrainingConfig configure(TrainingConfig config, Block wrapped) {
+            return Amp.configure(
+                    config,
+                    wrapped,
+                    options(FusedOptimizer.OFF).checkpointing(Checkpointing.stages()).build());
+        }
+    },
+    /**
      * djl-amp bf16 (channels-last) with {@code Checkpointing.auto()}: segments of about the square
      * root of the number of stages.
      */
