@@ -86,6 +86,38 @@ def fmt_ratio(value):
     return "%.2fx" % value if value is not None else "not measured"
 
 
+def first_and_steady_memory(runs):
+    """Device memory of the first step apart from the steady steps (issue 31), where measured."""
+    measured = [r for r in runs if r["memory"] and (
+        "steadyPeakAboveBaselineBytes" in r["memory"] or "steadyMaxReservedBytes" in r["memory"])]
+    if not measured:
+        return []
+    lines = [
+        "Device memory, the first step apart from the steady steps (GiB; DJL: cudaMemGetInfo above"
+        " the CUDA context right after the first step, and the most after any timed step; PyTorch:"
+        " the caching allocator's max reserved / allocated over the first step, and over the"
+        " timed steps after `reset_peak_memory_stats`):",
+        "",
+        "| batch | framework | variant | first step: in use (DJL) / max reserved (PyTorch) |"
+        " first step: max allocated (PyTorch) | steady: in use (DJL) / max reserved (PyTorch) |"
+        " steady: max allocated (PyTorch) |",
+        "| ---: | --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for r in sorted(measured, key=lambda r: (r["batch"], r["framework"], r["key"])):
+        m = r["memory"]
+        first = m.get("firstStep") or {}
+        if r["framework"] == "DJL":
+            cells = (m.get("afterFirstStepAboveBaselineBytes"), None,
+                     m.get("steadyPeakAboveBaselineBytes"), None)
+        else:
+            cells = (first.get("maxReservedBytes"), first.get("maxAllocatedBytes"),
+                     m.get("steadyMaxReservedBytes"), m.get("steadyMaxAllocatedBytes"))
+        lines.append("| %d | %s | %s | %s |" % (
+            r["batch"], r["framework"], r["label"], " | ".join(gib(c) for c in cells)))
+    lines.append("")
+    return lines
+
+
 def render(directory, measured_only=False):
     runs = load(directory)
     lines = []
@@ -151,6 +183,7 @@ def render(directory, measured_only=False):
             )
         )
     lines.append("")
+    lines.extend(first_and_steady_memory(runs))
     for batch in sorted({r["batch"] for r in runs}):
         find = {r["key"]: r for r in runs if r["batch"] == batch}
 

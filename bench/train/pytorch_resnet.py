@@ -512,11 +512,24 @@ def main():
     glibc = args.memory and not cuda and _MALLINFO2 is not None
     ready_in_use = glibc_in_use() if glibc else None
     first = StepMemory() if glibc and args.warmup > 0 else None
+    first_step_device = None
     for warmup_index in range(args.warmup):
         for rig_index, rig in enumerate(rigs):
             rig.step(memory=first if warmup_index == 0 and rig_index == 0 else None)
             if cuda:
                 peak_used = max(peak_used, device_used_bytes(args.device))
+                if first_step_device is None:
+                    first_step_device = {
+                        "maxAllocatedBytes": torch.cuda.max_memory_allocated(args.device),
+                        "maxReservedBytes": torch.cuda.max_memory_reserved(args.device),
+                        "usedAboveBaselineBytes": device_used_bytes(args.device) - baseline,
+                    }
+    whole_run_max = None
+    if cuda:
+        # the steady steps apart from the first: the allocator's peaks start again here
+        whole_run_max = (torch.cuda.max_memory_allocated(args.device),
+                         torch.cuda.max_memory_reserved(args.device))
+        torch.cuda.reset_peak_memory_stats(args.device)
     cpu_memory = None
     if args.memory and not cuda:
         before = rss_kib("VmRSS")
@@ -574,8 +587,11 @@ def main():
             " after every synchronized step minus the memory in use before the model was built,"
             " as TrainBench reads it for DJL",
             "device": args.device,
-            "maxAllocatedBytes": torch.cuda.max_memory_allocated(args.device),
-            "maxReservedBytes": torch.cuda.max_memory_reserved(args.device),
+            "maxAllocatedBytes": max(whole_run_max[0], torch.cuda.max_memory_allocated(args.device)),
+            "maxReservedBytes": max(whole_run_max[1], torch.cuda.max_memory_reserved(args.device)),
+            "firstStep": first_step_device,
+            "steadyMaxAllocatedBytes": torch.cuda.max_memory_allocated(args.device),
+            "steadyMaxReservedBytes": torch.cuda.max_memory_reserved(args.device),
             "baselineBytes": baseline,
             "peakUsedBytes": peak_used,
             "peakAboveBaselineBytes": peak_used - baseline,

@@ -25,6 +25,8 @@ final class DeviceMemory {
     private final Device device;
     private final long baselineBytes;
     private long peakBytes;
+    private long firstStepBytes = -1;
+    private long steadyPeakBytes = -1;
 
     private DeviceMemory(Device device, long baselineBytes) {
         this.device = device;
@@ -47,7 +49,24 @@ final class DeviceMemory {
 
     /** Reads the memory in use; call after a synchronized step. */
     void sample() {
-        peakBytes = Math.max(peakBytes, used(device));
+        long now = used(device);
+        peakBytes = Math.max(peakBytes, now);
+        if (firstStepBytes < 0) {
+            firstStepBytes = now;
+        }
+        if (steadyPeakBytes >= 0) {
+            steadyPeakBytes = Math.max(steadyPeakBytes, now);
+        }
+    }
+
+    /**
+     * Starts the steady part of the run (call after the warm-up steps): the most in use after the
+     * steps from here on is reported apart from the first step's reading, which includes what the
+     * first step alone made (djl-amp's kernel checks, the first kernels' workspaces) unless it was
+     * given back.
+     */
+    void startSteady() {
+        steadyPeakBytes = 0;
     }
 
     /**
@@ -62,6 +81,12 @@ final class DeviceMemory {
         json.addProperty("baselineBytes", baselineBytes);
         json.addProperty("peakUsedBytes", peakBytes);
         json.addProperty("peakAboveBaselineBytes", peakBytes - baselineBytes);
+        if (firstStepBytes >= 0) {
+            json.addProperty("afterFirstStepAboveBaselineBytes", firstStepBytes - baselineBytes);
+        }
+        if (steadyPeakBytes > 0) {
+            json.addProperty("steadyPeakAboveBaselineBytes", steadyPeakBytes - baselineBytes);
+        }
         return json;
     }
 

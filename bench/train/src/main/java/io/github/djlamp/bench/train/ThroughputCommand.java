@@ -79,6 +79,9 @@ final class ThroughputCommand implements Callable<Integer> {
                     sample(memory);
                 }
             }
+            if (memory != null) {
+                memory.startSteady();
+            }
             if (phases) {
                 for (TrainingRig rig : rigs) {
                     rig.getTrainer().setMetrics(new Metrics());
