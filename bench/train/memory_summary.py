@@ -49,6 +49,7 @@ def render(directory):
     out.append("")
     out.append("| framework | variant | batch | step | forward start | backward start | peak | after step | peak − forward start | one step's ms |")
     out.append("| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    memory.sort(key=lambda m: (m[2], m[0], m[1]))
     base = {}
     for framework, key, batch, glibc, share, step_ms in memory:
         for which in ("firstStep", "steadyStep"):
@@ -57,7 +58,7 @@ def render(directory):
                 continue
             above = s["peakBytes"] - s["forwardStartBytes"]
             if key == "djl-fp32":
-                base[which] = (s["peakBytes"], above, s["backwardStartBytes"])
+                base[(batch, which)] = (s["peakBytes"], above, s["backwardStartBytes"])
             out.append("| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s |" % (
                 framework, key, batch, "first" if which == "firstStep" else "steady",
                 mib(s["forwardStartBytes"]), mib(s["backwardStartBytes"]), mib(s["peakBytes"]),
@@ -65,18 +66,18 @@ def render(directory):
                 "%.0f" % step_ms if which == "steadyStep" and step_ms else ""))
     out.append("")
     if base:
-        out.append("Against DJL fp32 (peak / peak − forward start / backward start):")
+        out.append("Against DJL fp32 at the same batch (peak / peak − forward start / backward start):")
         out.append("")
-        out.append("| framework | variant | step | peak | peak − forward start | backward start |")
-        out.append("| --- | --- | --- | ---: | ---: | ---: |")
+        out.append("| framework | variant | batch | step | peak | peak − forward start | backward start |")
+        out.append("| --- | --- | ---: | --- | ---: | ---: | ---: |")
         for framework, key, batch, glibc, share, step_ms in memory:
             for which in ("firstStep", "steadyStep"):
                 s = glibc.get(which)
-                if not s or which not in base:
+                if not s or (batch, which) not in base:
                     continue
-                peak, above, backward = base[which]
-                out.append("| %s | %s | %s | %.2fx | %.2fx | %.2fx |" % (
-                    framework, key, "first" if which == "firstStep" else "steady",
+                peak, above, backward = base[(batch, which)]
+                out.append("| %s | %s | %d | %s | %.2fx | %.2fx | %.2fx |" % (
+                    framework, key, batch, "first" if which == "firstStep" else "steady",
                     s["peakBytes"] / peak, (s["peakBytes"] - s["forwardStartBytes"]) / above,
                     s["backwardStartBytes"] / backward))
         out.append("")
