@@ -3,6 +3,7 @@ package io.github.djlamp.amp.cast;
 import ai.djl.Device;
 import ai.djl.ndarray.NDManager;
 import ai.djl.nn.Block;
+import io.github.djlamp.amp.cast.checkpoint.Checkpoints;
 import io.github.djlamp.amp.cast.internal.WeightCastCache;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.policy.PrecisionPolicy;

@@ -10,6 +10,7 @@ import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Block;
 import ai.djl.training.ParameterStore;
 import ai.djl.util.PairList;
+import io.github.djlamp.amp.cast.checkpoint.Checkpoints;
 import io.github.djlamp.amp.cast.internal.TrainingLink;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.policy.PrecisionPolicy;

@@ -5,6 +5,7 @@ import ai.djl.nn.ParallelBlock;
 import ai.djl.nn.Parameter;
 import ai.djl.nn.transformer.ScaledDotProductAttentionBlock;
 import ai.djl.util.Pair;
+import io.github.djlamp.amp.cast.checkpoint.CheckpointPlan;
 import io.github.djlamp.amp.policy.BlockPaths;
 import io.github.djlamp.amp.policy.CastCategory;
 import io.github.djlamp.amp.policy.DefaultCastRules;

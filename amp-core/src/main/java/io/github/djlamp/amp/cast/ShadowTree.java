@@ -15,6 +15,9 @@ import ai.djl.nn.transformer.TransformerEncoderBlock;
 import ai.djl.training.ParameterStore;
 import ai.djl.util.Pair;
 import ai.djl.util.PairList;
+import io.github.djlamp.amp.cast.checkpoint.CheckpointPlan;
+import io.github.djlamp.amp.cast.checkpoint.CheckpointTape;
+import io.github.djlamp.amp.cast.checkpoint.CheckpointedSegment;
 import io.github.djlamp.amp.exception.AmpException;
 import io.github.djlamp.amp.internal.DjlSeam;
 import io.github.djlamp.amp.policy.BlockPaths;
@@ -127,7 +130,7 @@ final class ShadowTree {
                                 new ArrayList<>(children.subList(group.from(), group.to())),
                                 new ArrayList<>(originals.subList(group.from(), group.to())),
                                 description,
-                                release,
+                                release::chain,
                                 tape));
                 next = group.to();
             }
