@@ -46,6 +46,9 @@ final class DevicePolicies {
             TreeStructure structure,
             String reason) {}
 
+    /** A plan and the structure of the tree it was made from. */
+    private record Planned(ModelPlan plan, TreeStructure structure) {}
+
     private final Block original;
     private final PrecisionPolicy policy;
     private final KernelVerification verification;
@@ -53,7 +56,7 @@ final class DevicePolicies {
     private final Checkpoints checkpoints;
     private final Map<Device, Resolved> resolved = new ConcurrentHashMap<>();
     // the plan of the tree under each concrete policy, made once per tree
-    private final Map<PrecisionPolicy, ModelPlan> plans = new ConcurrentHashMap<>();
+    private final Map<PrecisionPolicy, Planned> plans = new ConcurrentHashMap<>();
     private volatile AmpBackend backend;
     private volatile WeightCastCache castCache;
     private volatile KernelVerifier verifier;
@@ -106,7 +109,9 @@ final class DevicePolicies {
 
     private void keepPlan(ModelPlan configured) {
         if (!configured.getPolicy().isAuto()) {
-            plans.put(configured.getPolicy(), configured);
+            plans.put(
+                    configured.getPolicy(),
+                    new Planned(configured, TreeStructure.of(configured.getRoot())));
         }
     }
 
@@ -163,15 +168,26 @@ final class DevicePolicies {
         PrecisionPolicy concrete =
                 policy.isAuto() ? policy.resolveAuto(caps.getRecommended()) : policy;
         DeviceSupport.check(concrete, caps);
-        ModelPlan plan =
-                plans.computeIfAbsent(
+        // the tree may have changed since the plan was made (a head replaced before the first
+        // forward): a plan is of the tree as it is when the shadow is built from it
+        Planned planned =
+                plans.compute(
                         concrete,
-                        p -> ModelPlan.of(p, original, AmpBackends::supportEngineAutocast));
+                        (p, known) ->
+                                known != null && known.structure().isCurrent()
+                                        ? known
+                                        : new Planned(
+                                                ModelPlan.of(
+                                                        p,
+                                                        original,
+                                                        AmpBackends::supportEngineAutocast),
+                                                TreeStructure.of(original)));
+        ModelPlan plan = planned.plan();
         return new Resolved(
                 concrete,
                 plan,
                 ShadowTree.build(plan, release, checkpoints.plan(), checkpoints.tape()),
-                TreeStructure.of(original),
+                planned.structure(),
                 caps.getReason());
     }
 

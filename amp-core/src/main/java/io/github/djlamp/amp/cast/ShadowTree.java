@@ -109,7 +109,16 @@ final class ShadowTree {
         }
 
         Block shadowOf(Block block, String path) {
-            return ShadowTree.shadowOf(block, blocks.get(path), blocks.getPolicy(), release, this);
+            BlockPlan planned = blocks.get(path);
+            if (planned == null || planned.getBlock() != block) {
+                throw new IllegalStateException(
+                        "The plan has no entry for '"
+                                + path
+                                + "' as the tree holds it now: it was made from the tree before a"
+                                + " change, and a shadow is built only from the plan of the tree"
+                                + " as it is");
+            }
+            return ShadowTree.shadowOf(block, planned, blocks.getPolicy(), release, this);
         }
 
         /** The shadow children of a SequentialBlock, with its segments' stages grouped. */
