@@ -5,12 +5,9 @@ import ai.djl.ndarray.NDList;
 import ai.djl.nn.Block;
 import ai.djl.training.ParameterStore;
 import ai.djl.util.PairList;
-import io.github.djlamp.amp.policy.CastCategory;
 import io.github.djlamp.amp.policy.DefaultCastRules;
 import io.github.djlamp.amp.policy.Precision;
-import io.github.djlamp.amp.policy.PrecisionPolicy;
 import io.github.djlamp.amp.spi.AmpBackend;
-import io.github.djlamp.amp.spi.AmpBackends;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -41,23 +38,6 @@ final class AutocastStage extends ShadowBlock {
         super(inner);
         this.path = path;
         this.release = release;
-    }
-
-    /**
-     * Returns whether the shadow tree runs {@code block} under the engine's autocast: the policy
-     * computes in 16 bits, no override keeps it fp32, and the engine says its autocast runs it.
-     *
-     * @param category the block's category under the policy (FP32 by default for such blocks)
-     */
-    static boolean applies(
-            Block block, String path, CastCategory category, PrecisionPolicy policy) {
-        if (category == CastCategory.CONTAINER || !policy.getComputePrecision().isReduced()) {
-            return false;
-        }
-        if (category == CastCategory.FP32 && policy.overrides(block, path)) {
-            return false; // the user's fp32 override wins
-        }
-        return AmpBackends.supportEngineAutocast(block);
     }
 
     /** {@inheritDoc} */

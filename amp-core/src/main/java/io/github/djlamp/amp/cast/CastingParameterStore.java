@@ -10,6 +10,8 @@ import ai.djl.nn.Parameter;
 import ai.djl.training.ParameterServer;
 import ai.djl.training.ParameterStore;
 import ai.djl.util.Pair;
+import io.github.djlamp.amp.cast.checkpoint.CheckpointSaving;
+import io.github.djlamp.amp.cast.checkpoint.SegmentStore;
 import io.github.djlamp.amp.cast.internal.WeightCastCache;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.spi.AmpBackend;
@@ -27,7 +29,7 @@ import java.util.List;
  * BIAS parameters through it, cast to the compute precision; every other stage reads the trainer's
  * store directly.
  */
-final class CastingParameterStore extends ParameterStore {
+final class CastingParameterStore extends ParameterStore implements SegmentStore {
 
     private final ParameterStore delegate;
     private final AmpBackend backend;
@@ -108,12 +110,19 @@ final class CastingParameterStore extends ParameterStore {
         }
     }
 
-    ParameterStore delegate() {
+    @Override
+    public ParameterStore delegate() {
         return delegate;
     }
 
-    Precision computePrecision() {
+    @Override
+    public Precision computePrecision() {
         return computePrecision;
+    }
+
+    @Override
+    public ParameterStore asParameterStore() {
+        return this;
     }
 
     /** Returns whether this forward checks the 16-bit kernel of {@code block}. */
@@ -271,7 +280,8 @@ final class CastingParameterStore extends ParameterStore {
      * @param recomputedLater whether this is the forward without recording, which a recomputation
      *     with recording repeats: its layers check the kernels that recomputation runs
      */
-    CastingParameterStore uncached(NDManager manager, boolean recomputedLater) {
+    @Override
+    public CastingParameterStore uncached(NDManager manager, boolean recomputedLater) {
         return new CastingParameterStore(
                 this, lowLayout, manager, forceLayout, false, recomputedLater, saving);
     }
@@ -280,7 +290,8 @@ final class CastingParameterStore extends ParameterStore {
      * Returns this store counting on {@code saving} the activations its layers make (a checkpointed
      * segment's forward without recording, when the saving is being estimated).
      */
-    CastingParameterStore counting(CheckpointSaving saving) {
+    @Override
+    public CastingParameterStore counting(CheckpointSaving saving) {
         return new CastingParameterStore(
                 this, lowLayout, stepManager, forceLayout, cachesWeights, recomputedLater, saving);
     }
@@ -320,12 +331,14 @@ final class CastingParameterStore extends ParameterStore {
         return recomputedLater || backend.requiresGradient(input);
     }
 
-    AmpBackend backend() {
+    @Override
+    public AmpBackend backend() {
         return backend;
     }
 
     /** The manager that owns this forward pass's casts (the batch's, in EasyTrain). */
-    NDManager stepManager() {
+    @Override
+    public NDManager stepManager() {
         return stepManager;
     }
 

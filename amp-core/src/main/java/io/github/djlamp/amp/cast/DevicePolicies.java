@@ -3,7 +3,9 @@ package io.github.djlamp.amp.cast;
 import ai.djl.Device;
 import ai.djl.ndarray.NDManager;
 import ai.djl.nn.Block;
+import io.github.djlamp.amp.cast.checkpoint.Checkpoints;
 import io.github.djlamp.amp.cast.internal.WeightCastCache;
+import io.github.djlamp.amp.policy.ModelPlan;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
 import io.github.djlamp.amp.spi.AmpBackend;
@@ -33,10 +35,19 @@ final class DevicePolicies {
     private static final Logger logger = LoggerFactory.getLogger(MixedPrecisionBlock.class);
 
     /**
-     * A policy resolved for one device: the concrete policy, its shadow tree, the structure of the
-     * tree it was built from and why the policy was chosen.
+     * A policy resolved for one device: the concrete policy, the plan of the tree under it, its
+     * shadow tree (built from that plan), the structure of the tree it was built from and why the
+     * policy was chosen.
      */
-    record Resolved(PrecisionPolicy policy, Block shadow, TreeStructure structure, String reason) {}
+    record Resolved(
+            PrecisionPolicy policy,
+            ModelPlan plan,
+            Block shadow,
+            TreeStructure structure,
+            String reason) {}
+
+    /** A plan and the structure of the tree it was made from. */
+    private record Planned(ModelPlan plan, TreeStructure structure) {}
 
     private final Block original;
     private final PrecisionPolicy policy;
@@ -44,21 +55,30 @@ final class DevicePolicies {
     private final IntermediateRelease release;
     private final Checkpoints checkpoints;
     private final Map<Device, Resolved> resolved = new ConcurrentHashMap<>();
+    // the plan of the tree under each concrete policy, made once per tree
+    private final Map<PrecisionPolicy, Planned> plans = new ConcurrentHashMap<>();
     private volatile AmpBackend backend;
     private volatile WeightCastCache castCache;
     private volatile KernelVerifier verifier;
 
+    /**
+     * Makes the resolution of a wrapped block's policy.
+     *
+     * @param configured the plan of the tree under the configured policy, made when the block was
+     *     wrapped: the plan of every device when the policy is not {@code auto}
+     */
     DevicePolicies(
             Block original,
-            PrecisionPolicy policy,
+            ModelPlan configured,
             KernelVerification verification,
             IntermediateRelease release,
             Checkpoints checkpoints) {
         this.original = original;
-        this.policy = policy;
+        this.policy = configured.getPolicy();
         this.verification = verification;
         this.release = release;
         this.checkpoints = checkpoints;
+        keepPlan(configured);
     }
 
     /** Returns the policy and shadow tree for a device, resolved at its first use. */
@@ -71,9 +91,28 @@ final class DevicePolicies {
         return resolved.computeIfAbsent(device, d -> resolve(d, manager));
     }
 
-    /** Forgets every device's resolution: the tree has changed and needs new shadows. */
+    /** Forgets every device's shadow tree: the checkpointed segments have changed. */
     void forget() {
         resolved.clear();
+    }
+
+    /**
+     * Forgets every device's resolution and every plan: the tree has changed.
+     *
+     * @param configured the plan of the changed tree under the configured policy
+     */
+    void treeChanged(ModelPlan configured) {
+        plans.clear();
+        keepPlan(configured);
+        resolved.clear();
+    }
+
+    private void keepPlan(ModelPlan configured) {
+        if (!configured.getPolicy().isAuto()) {
+            plans.put(
+                    configured.getPolicy(),
+                    new Planned(configured, TreeStructure.of(configured.getRoot())));
+        }
     }
 
     /** Returns the devices resolved so far. */
@@ -129,11 +168,26 @@ final class DevicePolicies {
         PrecisionPolicy concrete =
                 policy.isAuto() ? policy.resolveAuto(caps.getRecommended()) : policy;
         DeviceSupport.check(concrete, caps);
+        // the tree may have changed since the plan was made (a head replaced before the first
+        // forward): a plan is of the tree as it is when the shadow is built from it
+        Planned planned =
+                plans.compute(
+                        concrete,
+                        (p, known) ->
+                                known != null && known.structure().isCurrent()
+                                        ? known
+                                        : new Planned(
+                                                ModelPlan.of(
+                                                        p,
+                                                        original,
+                                                        AmpBackends::supportEngineAutocast),
+                                                TreeStructure.of(original)));
+        ModelPlan plan = planned.plan();
         return new Resolved(
                 concrete,
-                ShadowTree.build(
-                        original, concrete, release, checkpoints.plan(), checkpoints.tape()),
-                TreeStructure.of(original),
+                plan,
+                ShadowTree.build(plan, release, checkpoints.plan(), checkpoints.tape()),
+                planned.structure(),
                 caps.getReason());
     }
 

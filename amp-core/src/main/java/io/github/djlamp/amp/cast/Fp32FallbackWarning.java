@@ -2,13 +2,14 @@ package io.github.djlamp.amp.cast;
 
 import ai.djl.nn.Block;
 import ai.djl.nn.recurrent.RecurrentBlock;
-import io.github.djlamp.amp.policy.BlockPaths;
-import io.github.djlamp.amp.policy.DefaultCastRules;
+import io.github.djlamp.amp.cast.checkpoint.CheckpointPlan;
+import io.github.djlamp.amp.policy.BlockPlan;
+import io.github.djlamp.amp.policy.CastCategory;
+import io.github.djlamp.amp.policy.ModelPlan;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -27,9 +28,12 @@ final class Fp32FallbackWarning {
     /**
      * Logs, after the first forward on a device, one WARN when less than half of the model's
      * arithmetic ran in 16 bits (naming the fp32 units with the most of it and what helps), one
-     * WARN for fp32 islands between 16-bit layers, else one INFO line with the share.
+     * WARN for fp32 islands between 16-bit layers, else one INFO line with the share. Why a unit
+     * runs in fp32 and where the islands are is read from {@code plan}, the plan the shadow tree
+     * that ran was built from.
      */
-    static void warnIfAny(Block original, PrecisionPolicy concrete, ArithmeticShare share) {
+    static void warnIfAny(ModelPlan plan, ArithmeticShare share) {
+        PrecisionPolicy concrete = plan.getPolicy();
         if (concrete.getComputePrecision() == Precision.FP32) {
             return;
         }
@@ -40,11 +44,11 @@ final class Fp32FallbackWarning {
                             + " most ran in fp32, in: {}. {}",
                     low,
                     share,
-                    describe(original, share.getFp32Units()),
-                    advice(original, concrete, share.getFp32Units()));
+                    describe(plan, share.getFp32Units()),
+                    advice(plan, share.getFp32Units()));
             return;
         }
-        PrecisionSummary summary = PrecisionSummary.of(original, concrete);
+        PrecisionSummary summary = PrecisionSummary.of(plan, List.of(), CheckpointPlan.NONE);
         List<String> islands = summary.getFp32Islands();
         if (!islands.isEmpty()) {
             logger.warn(
@@ -65,13 +69,16 @@ final class Fp32FallbackWarning {
         logger.info("djl-amp: {} of this model's arithmetic ran in {}", share, low);
     }
 
-    /** The fp32 units with the most arithmetic, each with why it stays fp32. */
-    private static String describe(Block original, List<ArithmeticShare.Unit> fp32) {
-        Map<String, Block> blocks = BlockPaths.walk(original);
+    /**
+     * The fp32 units with the most arithmetic, each with why it stays fp32: the plan's reason for a
+     * unit the plan runs in fp32, the default rule's for one planned in 16 bits that ran in fp32 (a
+     * kernel check chose fp32, the engine's autocast could not run it).
+     */
+    private static String describe(ModelPlan plan, List<ArithmeticShare.Unit> fp32) {
         List<String> named = new ArrayList<>();
         for (ArithmeticShare.Unit unit : fp32.subList(0, Math.min(5, fp32.size()))) {
-            Block block = blocks.get(pathOf(unit));
-            named.add(unit + (block == null ? "" : ": " + DefaultCastRules.reasonFor(block)));
+            BlockPlan planned = plan.get(pathOf(unit));
+            named.add(unit + (planned == null ? "" : ": " + reasonForFp32(planned)));
         }
         if (fp32.size() > 5) {
             named.add("and " + (fp32.size() - 5) + " more");
@@ -79,14 +86,20 @@ final class Fp32FallbackWarning {
         return String.join("; ", named);
     }
 
+    private static String reasonForFp32(BlockPlan planned) {
+        return planned.getCategory() == CastCategory.FP32
+                ? planned.getReason()
+                : planned.getRuleReason();
+    }
+
     private static String pathOf(ArithmeticShare.Unit unit) {
         return "(root)".equals(unit.getPath()) ? "" : unit.getPath();
     }
 
     /** The one-line change that helps the unit with the most fp32 arithmetic. */
-    private static String advice(
-            Block original, PrecisionPolicy concrete, List<ArithmeticShare.Unit> fp32) {
-        Block first = fp32.isEmpty() ? null : BlockPaths.walk(original).get(pathOf(fp32.get(0)));
+    private static String advice(ModelPlan plan, List<ArithmeticShare.Unit> fp32) {
+        BlockPlan planned = fp32.isEmpty() ? null : plan.get(pathOf(fp32.get(0)));
+        Block first = planned == null ? null : planned.getBlock();
         if (first == null) {
             return "";
         }
@@ -98,7 +111,7 @@ final class Fp32FallbackWarning {
         return "For a block of your own that calls no softmax or logSoftmax, implement"
                 + " io.github.djlamp.amp.policy.LowPrecisionSafe, or vouch for its class in one"
                 + " line: Amp.wrap(block, \""
-                + concrete.getName()
+                + plan.getPolicy().getName()
                 + "[class:"
                 + first.getClass().getName()
                 + "=trusted]\").";

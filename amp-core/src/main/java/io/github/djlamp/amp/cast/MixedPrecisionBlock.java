@@ -10,10 +10,14 @@ import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Block;
 import ai.djl.training.ParameterStore;
 import ai.djl.util.PairList;
+import io.github.djlamp.amp.cast.checkpoint.CheckpointPlan;
+import io.github.djlamp.amp.cast.checkpoint.Checkpoints;
 import io.github.djlamp.amp.cast.internal.TrainingLink;
+import io.github.djlamp.amp.policy.ModelPlan;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
 import io.github.djlamp.amp.spi.AmpBackend;
+import io.github.djlamp.amp.spi.AmpBackends;
 import io.github.djlamp.amp.spi.MemoryLayout;
 import io.github.djlamp.amp.verify.KernelVerdict;
 import io.github.djlamp.amp.verify.KernelVerification;
@@ -126,13 +130,17 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
             throw new IllegalArgumentException(
                     "The block is already a MixedPrecisionBlock; wrap the original block once");
         }
-        policy.validateAgainst(original);
+        // each block's treatment, decided once: read by the validation, the shadow trees, the
+        // summary and the fallback WARN (under auto, each device plans its concrete policy)
+        ModelPlan plan = ModelPlan.of(policy, original, AmpBackends::supportEngineAutocast);
+        plan.validateOverrides();
         checkpoints = new Checkpoints(original, this::forgetShadows);
         release = IntermediateRelease.fromSystemProperty().keeping(checkpoints.tape()::holds);
         if (!policy.isAuto()) {
-            ShadowTree.build(original, policy, release); // rejects now what the first forward would
+            // rejects now what the first forward would
+            ShadowTree.build(plan, release, CheckpointPlan.NONE, null);
         }
-        devices = new DevicePolicies(original, policy, verification, release, checkpoints);
+        devices = new DevicePolicies(original, plan, verification, release, checkpoints);
         masters = new Fp32Masters(original);
         trainingLink =
                 new TrainingLink(
@@ -345,7 +353,7 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
                         ? r.shadow().forward(casting, inputs, training, params)
                         : r.shadow().forward(casting, inputs, labels, params);
         if (counting != null && arithmetic.putIfAbsent(device, counting) == null) {
-            Fp32FallbackWarning.warnIfAny(original, r.policy(), counting);
+            Fp32FallbackWarning.warnIfAny(r.plan(), counting);
         }
         NDList fp32 = casting.toFp32(outputs);
         release.closeConsumed(outputs, inputs, fp32);
@@ -367,9 +375,10 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
             return r;
         }
         synchronized (this) {
-            policy.validateAgainst(original);
+            ModelPlan plan = ModelPlan.of(policy, original, AmpBackends::supportEngineAutocast);
+            plan.validateOverrides();
             checkpoints.apply(checkpoints.getSetting()); // the stages may have changed
-            devices.forget();
+            devices.treeChanged(plan);
             masters.forget();
             arithmetic.clear();
             trainingLink.treeChanged();
@@ -432,8 +441,14 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
      */
     public PrecisionSummary getPrecisionSummary(Device device, NDManager manager) {
         requireDeviceAndManager("getPrecisionSummary", device, manager);
-        return PrecisionSummary.of(
-                original, resolvePolicy(device, manager), getKernelVerdicts(), checkpoints.plan());
+        DevicePolicies.Resolved r = devices.get(device, manager);
+        // the plan the device's shadow tree was built from; for a tree changed since, the plan the
+        // next forward will build its shadow from
+        ModelPlan plan =
+                r.structure().isCurrent()
+                        ? r.plan()
+                        : ModelPlan.of(r.policy(), original, AmpBackends::supportEngineAutocast);
+        return PrecisionSummary.of(plan, getKernelVerdicts(), checkpoints.plan());
     }
 
     /**

@@ -1,16 +1,17 @@
 package io.github.djlamp.amp.cast;
 
 import ai.djl.nn.Block;
-import ai.djl.nn.ParallelBlock;
 import ai.djl.nn.Parameter;
 import ai.djl.nn.transformer.ScaledDotProductAttentionBlock;
 import ai.djl.util.Pair;
+import io.github.djlamp.amp.cast.checkpoint.CheckpointPlan;
 import io.github.djlamp.amp.policy.BlockPaths;
+import io.github.djlamp.amp.policy.BlockPlan;
 import io.github.djlamp.amp.policy.CastCategory;
-import io.github.djlamp.amp.policy.DefaultCastRules;
-import io.github.djlamp.amp.policy.KnownComposites;
+import io.github.djlamp.amp.policy.ModelPlan;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
+import io.github.djlamp.amp.spi.AmpBackends;
 import io.github.djlamp.amp.verify.KernelVerdict;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -73,14 +74,29 @@ public final class PrecisionSummary {
      */
     public static PrecisionSummary of(
             Block root, PrecisionPolicy policy, List<KernelVerdict> verdicts) {
-        return of(root, policy, verdicts, CheckpointPlan.NONE);
+        policy.getComputePrecision(); // refuses auto, which has none until resolved for a device
+        return of(
+                ModelPlan.of(policy, root, AmpBackends::supportEngineAutocast),
+                verdicts,
+                CheckpointPlan.NONE);
     }
 
     /** The summary with the checkpointed segments of {@code plan} marked. */
     static PrecisionSummary of(
             Block root, PrecisionPolicy policy, List<KernelVerdict> verdicts, CheckpointPlan plan) {
+        return of(ModelPlan.of(policy, root, AmpBackends::supportEngineAutocast), verdicts, plan);
+    }
+
+    /**
+     * The summary of the tree {@code blocks} plans (what the shadow tree built from the same plan
+     * runs), with the kernel checks' verdicts and the checkpointed segments of {@code plan}.
+     */
+    static PrecisionSummary of(
+            ModelPlan blocks, List<KernelVerdict> verdicts, CheckpointPlan plan) {
+        Block root = blocks.getRoot();
+        PrecisionPolicy policy = blocks.getPolicy();
         List<Row> rows = new ArrayList<>();
-        visit(root, "", policy, rows);
+        visit(blocks, "", rows);
         if (!verdicts.isEmpty()) {
             rows.replaceAll(row -> row.checked(verdicts));
         }
@@ -101,26 +117,25 @@ public final class PrecisionSummary {
         return 0;
     }
 
-    private static void visit(Block block, String path, PrecisionPolicy policy, List<Row> rows) {
-        CastCategory category = policy.categoryOf(block, path);
-        if (category != CastCategory.CONTAINER) {
-            boolean overridden =
-                    category != categoryWithoutOverrides(block, policy)
-                            || policy.getPathOverrides().containsKey(path);
-            String reason = overridden ? "override" : DefaultCastRules.reasonFor(block);
-            if (AutocastStage.applies(block, path, category, policy)) {
-                category = CastCategory.LOW;
-                reason = DefaultCastRules.ENGINE_AUTOCAST_REASON;
-            }
-            rows.add(new Row(path, block, category, parametersOf(block), reason));
+    private static void visit(ModelPlan blocks, String path, List<Row> rows) {
+        BlockPlan planned = blocks.get(path);
+        Block block = planned.getBlock();
+        if (planned.isUnit()) {
+            rows.add(
+                    new Row(
+                            path,
+                            block,
+                            planned.getCategory(),
+                            parametersOf(block),
+                            planned.getReason()));
             return;
         }
         for (Pair<String, Block> child : block.getChildren()) {
-            visit(child.getValue(), BlockPaths.child(path, child.getKey()), policy, rows);
+            visit(blocks, BlockPaths.child(path, child.getKey()), rows);
         }
-        if (block instanceof ScaledDotProductAttentionBlock && KnownComposites.isMirrored(block)) {
-            boolean low =
-                    ShadowTree.lowProducts((ScaledDotProductAttentionBlock) block, path, policy);
+        if (planned.getStrategy() == BlockPlan.Strategy.COMPOSITE
+                && block instanceof ScaledDotProductAttentionBlock) {
+            boolean low = planned.hasLowProducts();
             rows.add(
                     new Row(
                             path.isEmpty()
@@ -132,8 +147,7 @@ public final class PrecisionSummary {
                             "attention's two matrix products, in the query projection's precision;"
                                     + " softmax in fp32"));
         }
-        if (block instanceof ParallelBlock
-                && ShadowTree.joinNeedsFp32((ParallelBlock) block, policy)) {
+        if (planned.hasFp32Join()) {
             rows.add(
                     new Row(
                             path.isEmpty() ? "(join)" : path + " (join)",
@@ -142,10 +156,6 @@ public final class PrecisionSummary {
                             0,
                             "join function of unknown content: its inputs are cast to fp32"));
         }
-    }
-
-    private static CastCategory categoryWithoutOverrides(Block block, PrecisionPolicy policy) {
-        return PrecisionPolicy.named(policy.getName()).categoryOf(block, null);
     }
 
     private static long parametersOf(Block block) {

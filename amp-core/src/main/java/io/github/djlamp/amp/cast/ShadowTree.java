@@ -15,14 +15,18 @@ import ai.djl.nn.transformer.TransformerEncoderBlock;
 import ai.djl.training.ParameterStore;
 import ai.djl.util.Pair;
 import ai.djl.util.PairList;
+import io.github.djlamp.amp.cast.checkpoint.CheckpointPlan;
+import io.github.djlamp.amp.cast.checkpoint.CheckpointTape;
+import io.github.djlamp.amp.cast.checkpoint.CheckpointedSegment;
 import io.github.djlamp.amp.exception.AmpException;
 import io.github.djlamp.amp.internal.DjlSeam;
 import io.github.djlamp.amp.policy.BlockPaths;
+import io.github.djlamp.amp.policy.BlockPlan;
 import io.github.djlamp.amp.policy.CastCategory;
-import io.github.djlamp.amp.policy.DefaultCastRules;
 import io.github.djlamp.amp.policy.LowPrecisionSafe;
-import io.github.djlamp.amp.policy.Precision;
+import io.github.djlamp.amp.policy.ModelPlan;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
+import io.github.djlamp.amp.spi.AmpBackends;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -32,7 +36,8 @@ import java.util.function.Function;
 /**
  * Builds the shadow of a block tree: the same leaves, each inside a {@link PrecisionStage}, under
  * copies of DJL's containers. The shadow shares every block and parameter with the original and is
- * only ever used for forward.
+ * only ever used for forward. What each block becomes is read from the tree's {@link ModelPlan}, as
+ * the precision summary reads it: nothing here decides a block's treatment again.
  */
 final class ShadowTree {
 
@@ -44,23 +49,28 @@ final class ShadowTree {
      * @param release whether the shadow drops its handles to the intermediates it has consumed
      */
     static Block build(Block root, PrecisionPolicy policy, IntermediateRelease release) {
-        return build(root, policy, release, CheckpointPlan.NONE, null);
+        return build(
+                ModelPlan.of(policy, root, AmpBackends::supportEngineAutocast),
+                release,
+                CheckpointPlan.NONE,
+                null);
     }
 
     /**
-     * Builds the shadow of {@code root} under a concrete policy, with the segments of {@code plan}
-     * recording on {@code tape}.
+     * Builds the shadow of a tree as {@code blocks} plans it under a concrete policy, with the
+     * segments of {@code plan} recording on {@code tape}.
      *
-     * @throws AmpException when the policy runs a SequentialBlock that holds segments as one stage
+     * @throws AmpException when the policy runs a SequentialBlock that holds segments as one stage,
+     *     or runs a block in bf16 that reaches code which may call softmax
      */
     static Block build(
-            Block root,
-            PrecisionPolicy policy,
+            ModelPlan blocks,
             IntermediateRelease release,
             CheckpointPlan plan,
             CheckpointTape tape) {
-        Builder builder = new Builder(policy, release, plan, tape);
-        Block shadow = builder.shadowOf(root, "");
+        PrecisionPolicy policy = blocks.getPolicy();
+        Builder builder = new Builder(blocks, release, plan, tape);
+        Block shadow = builder.shadowOf(blocks.getRoot(), "");
         if (builder.segmentsBuilt != plan.segmentCount()) {
             List<String> missing = new ArrayList<>(plan.sequences());
             missing.removeAll(builder.sequencesBuilt);
@@ -80,7 +90,7 @@ final class ShadowTree {
 
     /** One build: the settings, and the segments made so far. */
     private static final class Builder {
-        private final PrecisionPolicy policy;
+        private final ModelPlan blocks;
         private final IntermediateRelease release;
         private final CheckpointPlan plan;
         private final CheckpointTape tape;
@@ -88,18 +98,27 @@ final class ShadowTree {
         private int segmentsBuilt;
 
         Builder(
-                PrecisionPolicy policy,
+                ModelPlan blocks,
                 IntermediateRelease release,
                 CheckpointPlan plan,
                 CheckpointTape tape) {
-            this.policy = policy;
+            this.blocks = blocks;
             this.release = release;
             this.plan = plan;
             this.tape = tape;
         }
 
         Block shadowOf(Block block, String path) {
-            return ShadowTree.shadowOf(block, path, policy, release, this);
+            BlockPlan planned = blocks.get(path);
+            if (planned == null || planned.getBlock() != block) {
+                throw new IllegalStateException(
+                        "The plan has no entry for '"
+                                + path
+                                + "' as the tree holds it now: it was made from the tree before a"
+                                + " change, and a shadow is built only from the plan of the tree"
+                                + " as it is");
+            }
+            return ShadowTree.shadowOf(block, planned, blocks.getPolicy(), release, this);
         }
 
         /** The shadow children of a SequentialBlock, with its segments' stages grouped. */
@@ -127,7 +146,7 @@ final class ShadowTree {
                                 new ArrayList<>(children.subList(group.from(), group.to())),
                                 new ArrayList<>(originals.subList(group.from(), group.to())),
                                 description,
-                                release,
+                                release::chain,
                                 tape));
                 next = group.to();
             }
@@ -140,16 +159,17 @@ final class ShadowTree {
 
     private static Block shadowOf(
             Block block,
-            String path,
+            BlockPlan planned,
             PrecisionPolicy policy,
             IntermediateRelease release,
             Builder builder) {
-        CastCategory category = policy.categoryOf(block, path);
-        if (AutocastStage.applies(block, path, category, policy)) {
+        String path = planned.getPath();
+        CastCategory category = planned.getCategory();
+        if (planned.getStrategy() == BlockPlan.Strategy.ENGINE_AUTOCAST) {
             return new AutocastStage(block, path, release);
         }
-        if (category != CastCategory.CONTAINER) {
-            requireBf16Safe(block, path, category, policy);
+        if (planned.getStrategy() == BlockPlan.Strategy.STAGE) {
+            requireBf16Safe(block, path, category, planned.getBf16Hazard(), policy);
             return new PrecisionStage(
                     block,
                     category,
@@ -168,7 +188,7 @@ final class ShadowTree {
         if (block instanceof ScaledDotProductAttentionBlock) {
             ScaledDotProductAttentionBlock attention = (ScaledDotProductAttentionBlock) block;
             return new AttentionShadow(
-                    attention, byName(named), lowProducts(attention, path, policy), path, release);
+                    attention, byName(named), planned.hasLowProducts(), path, release);
         }
         if (block instanceof BertBlock) {
             return new BertShadow((BertBlock) block, byName(named), path, release);
@@ -190,7 +210,7 @@ final class ShadowTree {
         }
         if (block instanceof ParallelBlock) {
             ParallelBlock parallel = (ParallelBlock) block;
-            if (joinNeedsFp32(parallel, policy)) {
+            if (planned.hasFp32Join()) {
                 children = withFp32Outputs(children, path, release);
             }
             return new Parallel(joinOf(parallel), children, release);
@@ -202,21 +222,6 @@ final class ShadowTree {
                         + block.getClass().getName()
                         + ") as a container, but djl-amp can only descend into SequentialBlock and"
                         + " ParallelBlock; override it as fp32, low or pass_through instead");
-    }
-
-    /**
-     * Returns whether an attention block's products compute in 16 bits: as its query projection
-     * does under the policy.
-     */
-    static boolean lowProducts(
-            ScaledDotProductAttentionBlock block, String path, PrecisionPolicy policy) {
-        for (Pair<String, Block> child : block.getChildren()) {
-            if ("queryProjection".equals(addedName(child.getKey()))) {
-                return policy.categoryOf(child.getValue(), BlockPaths.child(path, child.getKey()))
-                        == CastCategory.LOW;
-            }
-        }
-        return false;
     }
 
     /** The shadows of a block's children by the names DJL gave them, without their index prefix. */
@@ -231,16 +236,6 @@ final class ShadowTree {
     /** The name a child was added under: DJL prefixes it with its position, two digits. */
     private static String addedName(String childName) {
         return childName.replaceFirst("^[0-9]+", "");
-    }
-
-    /**
-     * Under bf16, a join of unknown content sees fp32 branch outputs: like any lambda it may call
-     * softmax or build {@code ones(shape, x.getDataType())}, and either terminates the JVM on a
-     * bf16 array in DJL's PyTorch engine. Known joins (the model zoo's) stay 16-bit.
-     */
-    static boolean joinNeedsFp32(ParallelBlock block, PrecisionPolicy policy) {
-        return policy.getComputePrecision() == Precision.BF16
-                && !DefaultCastRules.hasKnownJoin(block);
     }
 
     private static List<Block> withFp32Outputs(
@@ -262,14 +257,14 @@ final class ShadowTree {
      * Under bf16, only blocks djl-amp knows to be safe may see bf16 arrays: DJL's PyTorch engine
      * terminates the JVM when softmax, logSoftmax or backward meet one, and an overridden block of
      * unknown content may call them. An override on a container reaches everything inside it, so
-     * all of it is checked, joins included.
+     * all of it is checked, joins included ({@link BlockPlan#getBf16Hazard()}).
      */
     private static void requireBf16Safe(
-            Block block, String path, CastCategory category, PrecisionPolicy policy) {
-        if (policy.getComputePrecision() != Precision.BF16 || category == CastCategory.FP32) {
-            return;
-        }
-        String hazard = DefaultCastRules.bf16HazardIn(block, path, policy::trusts);
+            Block block,
+            String path,
+            CastCategory category,
+            String hazard,
+            PrecisionPolicy policy) {
         if (hazard == null) {
             return;
         }

@@ -11,6 +11,7 @@
  * device; {@link io.github.djlamp.amp.cast.PrecisionSummary} says what computes in which precision.
  * A stage that computes in bf16 on someone's word (a {@code LowPrecisionSafe} block, a trusted
  * class) logs a {@link io.github.djlamp.amp.cast.TrustBreadcrumb} before its first forward. What
- * the wrapper shares with the trainer glue lives in {@code cast.internal}.
+ * the wrapper shares with the trainer glue lives in {@code cast.internal}; activation
+ * checkpointing, whose segments the shadow tree holds, in {@code cast.checkpoint}.
  */
 package io.github.djlamp.amp.cast;

@@ -1,9 +1,7 @@
 package io.github.djlamp.amp.policy;
 
 import ai.djl.nn.Block;
-import ai.djl.util.Pair;
 import java.util.ArrayList;
-import java.util.Collections;
 import java.util.Comparator;
 import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
@@ -12,7 +10,10 @@ import java.util.Map;
 import java.util.Set;
 import java.util.stream.Collectors;
 
-/** Resolves a policy over a block tree and checks that its overrides apply to the tree. */
+/**
+ * Checks that a policy's overrides apply to a block tree, reading which blocks djl-amp visits from
+ * the tree's {@link ModelPlan}.
+ */
 final class PolicyValidation {
 
     /** How many near paths a message suggests. */
@@ -23,26 +24,10 @@ final class PolicyValidation {
 
     private PolicyValidation() {}
 
-    static Map<String, CastCategory> resolveAll(PrecisionPolicy policy, Block root) {
-        Map<String, CastCategory> resolved = new LinkedHashMap<>();
-        visit(policy, "", root, resolved);
-        return Collections.unmodifiableMap(resolved);
-    }
-
-    private static void visit(
-            PrecisionPolicy policy, String path, Block block, Map<String, CastCategory> out) {
-        CastCategory category = policy.categoryOf(block, path);
-        out.put(path, category);
-        if (category == CastCategory.CONTAINER) {
-            for (Pair<String, Block> child : block.getChildren()) {
-                visit(policy, BlockPaths.child(path, child.getKey()), child.getValue(), out);
-            }
-        }
-    }
-
-    static void validate(PrecisionPolicy policy, Block root) {
-        Map<String, Block> all = BlockPaths.walk(root);
-        Map<String, CastCategory> visited = resolveAll(policy, root);
+    static void validate(ModelPlan plan) {
+        PrecisionPolicy policy = plan.getPolicy();
+        Map<String, Block> all = BlockPaths.walk(plan.getRoot());
+        Map<String, CastCategory> visited = plan.getPolicyCategories();
         for (String path : policy.getPathOverrides().keySet()) {
             if (!all.containsKey(path)) {
                 throw new IllegalArgumentException(

@@ -284,7 +284,7 @@ public final class PrecisionPolicy {
      * @return an unmodifiable map from path to category, in depth-first pre-order
      */
     public Map<String, CastCategory> resolveAll(Block root) {
-        return PolicyValidation.resolveAll(this, root);
+        return ModelPlan.of(this, root, block -> false).getPolicyCategories();
     }
 
     /**
@@ -296,7 +296,7 @@ public final class PrecisionPolicy {
      *     class override matches no block in the tree (listing the classes present)
      */
     public void validateAgainst(Block root) {
-        PolicyValidation.validate(this, root);
+        ModelPlan.of(this, root, block -> false).validateOverrides();
     }
 
     /**

@@ -10,7 +10,10 @@
  * the input's precision through, or descend into the block's children. The defaults, modelled on
  * PyTorch autocast's operator lists, are the table in {@link
  * io.github.djlamp.amp.policy.DefaultCastRules}; blocks are addressed by the paths {@link
- * io.github.djlamp.amp.policy.BlockPaths} gives them.
+ * io.github.djlamp.amp.policy.BlockPaths} gives them. {@link io.github.djlamp.amp.policy.ModelPlan}
+ * decides, once per tree and concrete policy, what djl-amp does with each block it visits ({@link
+ * io.github.djlamp.amp.policy.BlockPlan}); the wrapper's shadow tree, its summary and its warnings
+ * read that plan.
  *
  * <h2>String form</h2>
  *

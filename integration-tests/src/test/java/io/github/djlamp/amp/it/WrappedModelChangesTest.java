@@ -64,6 +64,27 @@ class WrappedModelChangesTest {
     }
 
     @Test
+    void aHeadReplacedBeforeTheFirstForwardIsWhatTheWrappedForwardRuns() {
+        SequentialBlock original = mlp();
+        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+            Block wrapped = Amp.wrap(original, "mixed_bfloat16");
+            wrapped.initialize(manager, DataType.FLOAT32, INPUT);
+            original.removeLastBlock();
+            original.add(Linear.builder().setUnits(5).build()).add(Activation.reluBlock());
+            for (int i = 2; i < 4; i++) {
+                original.getChildren()
+                        .get(i)
+                        .getValue()
+                        .initialize(manager, DataType.FLOAT32, new Shape(2, 16));
+            }
+            ParameterStore store = new ParameterStore(manager, false);
+            NDList y = wrapped.forward(store, new NDList(manager.randomNormal(INPUT)), false);
+            assertEquals(new Shape(2, 5), y.head().getShape(), "the new head ran");
+            assertEquals(DataType.FLOAT32, y.head().getDataType());
+        }
+    }
+
+    @Test
     void aHeadReplacedMidTrainingUnderFp16HasItsGradientsUnscaledAndChecked() {
         Engine.getInstance().setRandomSeed(15);
         RealProgramsRig.Mlp mlp = new RealProgramsRig.Mlp();

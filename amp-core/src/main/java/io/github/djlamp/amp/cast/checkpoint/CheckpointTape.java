@@ -1,4 +1,4 @@
-package io.github.djlamp.amp.cast;
+package io.github.djlamp.amp.cast.checkpoint;
 
 import ai.djl.Device;
 import ai.djl.ndarray.NDArray;
@@ -43,12 +43,12 @@ import java.util.function.Supplier;
  * <p>The running statistics a segment's BatchNorms moved in the forward pass are put back after its
  * recomputation moved them again: they move once per step, as without checkpointing.
  */
-final class CheckpointTape {
+public final class CheckpointTape {
 
     /** One segment's run in a forward pass. */
     private record Run(
             CheckpointedSegment segment,
-            CastingParameterStore store,
+            SegmentStore store,
             NDList inputs,
             boolean[] inputNeedsGradient,
             NDList outputs,
@@ -78,8 +78,12 @@ final class CheckpointTape {
         this.model = model;
     }
 
-    /** Notes the arrays a training forward pass was given or returned: never closed here. */
-    synchronized void noteCallers(NDList arrays) {
+    /**
+     * Notes the arrays a training forward pass was given or returned: never closed here.
+     *
+     * @param arrays the caller's arrays
+     */
+    public synchronized void noteCallers(NDList arrays) {
         callers.addAll(arrays);
     }
 
@@ -91,7 +95,7 @@ final class CheckpointTape {
      */
     synchronized NDList record(
             CheckpointedSegment segment,
-            CastingParameterStore store,
+            SegmentStore store,
             NDList inputs,
             NDList outputs,
             PairList<String, Object> params) {
@@ -135,8 +139,11 @@ final class CheckpointTape {
      * Whether a recomputation still needs {@code array}: the intermediate release keeps it. Asked
      * for every array every forward pass releases, checkpointing or not, so an empty tape answers
      * without taking the lock.
+     *
+     * @param array an array the forward pass would release
+     * @return whether a recorded segment run still needs it
      */
-    boolean holds(NDArray array) {
+    public boolean holds(NDArray array) {
         if (!holding) {
             return false;
         }
@@ -289,7 +296,7 @@ final class CheckpointTape {
                 NDList again =
                         run.segment()
                                 .run(
-                                        run.store().uncached(scope, false),
+                                        run.store().uncached(scope, false).asParameterStore(),
                                         inputs,
                                         true,
                                         run.params());
@@ -511,10 +518,7 @@ final class CheckpointTape {
     private record RunningStatistics(NDList live, NDList saved) {
 
         static RunningStatistics copy(
-                CheckpointedSegment segment,
-                CastingParameterStore store,
-                Device device,
-                NDManager scope) {
+                CheckpointedSegment segment, SegmentStore store, Device device, NDManager scope) {
             NDList live = new NDList();
             NDList saved = new NDList();
             for (Parameter parameter : segment.runningStatistics()) {

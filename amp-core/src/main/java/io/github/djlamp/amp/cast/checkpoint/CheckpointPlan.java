@@ -1,4 +1,4 @@
-package io.github.djlamp.amp.cast;
+package io.github.djlamp.amp.cast.checkpoint;
 
 import ai.djl.nn.Block;
 import ai.djl.nn.ParallelBlock;
@@ -22,13 +22,13 @@ import java.util.Set;
  * which {@code SequentialBlock}s of the tree's chain form segments. Bad settings are refused here,
  * when {@code Amp.configure} applies them, not at the first forward.
  */
-final class CheckpointPlan {
+public final class CheckpointPlan {
 
     /** The plan that checkpoints nothing. */
-    static final CheckpointPlan NONE = new CheckpointPlan(Checkpointing.none(), Map.of());
+    public static final CheckpointPlan NONE = new CheckpointPlan(Checkpointing.none(), Map.of());
 
     /** A run of consecutive children, {@code [from, to)}, of one SequentialBlock. */
-    record Group(int from, int to) {}
+    public record Group(int from, int to) {}
 
     private final Checkpointing setting;
     private final Map<String, List<Group>> groupsBySequence;
@@ -41,9 +41,12 @@ final class CheckpointPlan {
     /**
      * Resolves {@code setting} against the tree under {@code root}.
      *
+     * @param setting the setting, as {@code AmpOptions} holds it
+     * @param root the wrapped block
+     * @return the plan, {@link #NONE} when the setting checkpoints nothing
      * @throws AmpException naming the fix when the setting cannot apply to this tree
      */
-    static CheckpointPlan resolve(Checkpointing setting, Block root) {
+    public static CheckpointPlan resolve(Checkpointing setting, Block root) {
         if (!setting.isEnabled()) {
             return NONE;
         }
@@ -327,23 +330,40 @@ final class CheckpointPlan {
         }
     }
 
-    /** Returns the setting this plan resolves. */
-    Checkpointing setting() {
+    /**
+     * Returns the setting this plan resolves.
+     *
+     * @return the setting
+     */
+    public Checkpointing setting() {
         return setting;
     }
 
-    /** Returns whether anything is checkpointed. */
-    boolean isEnabled() {
+    /**
+     * Returns whether anything is checkpointed.
+     *
+     * @return whether the plan makes a segment
+     */
+    public boolean isEnabled() {
         return !groupsBySequence.isEmpty();
     }
 
-    /** Returns the segments of the SequentialBlock at {@code path}, empty for none. */
-    List<Group> groupsOf(String path) {
+    /**
+     * Returns the segments of the SequentialBlock at {@code path}.
+     *
+     * @param path the SequentialBlock's path in the tree
+     * @return its segments in order, empty for none
+     */
+    public List<Group> groupsOf(String path) {
         return groupsBySequence.getOrDefault(path, List.of());
     }
 
-    /** Returns how many segments the plan makes. */
-    int segmentCount() {
+    /**
+     * Returns how many segments the plan makes.
+     *
+     * @return the count
+     */
+    public int segmentCount() {
         int count = 0;
         for (List<Group> list : groupsBySequence.values()) {
             count += list.size();
@@ -354,8 +374,11 @@ final class CheckpointPlan {
     /**
      * Returns the segment (numbered from 1 in forward order) of every stage in one, by the stage's
      * path in the tree under {@code root}.
+     *
+     * @param root the wrapped block the plan was resolved against
+     * @return the segment number by stage path
      */
-    Map<String, Integer> segmentOfStage(Block root) {
+    public Map<String, Integer> segmentOfStage(Block root) {
         Map<String, Block> all = BlockPaths.walk(root);
         Map<String, Integer> result = new LinkedHashMap<>();
         int number = 0;
@@ -375,8 +398,12 @@ final class CheckpointPlan {
         return result;
     }
 
-    /** Returns the SequentialBlocks that hold segments, by path. */
-    Set<String> sequences() {
+    /**
+     * Returns the SequentialBlocks that hold segments.
+     *
+     * @return their paths
+     */
+    public Set<String> sequences() {
         return groupsBySequence.keySet();
     }
 }

@@ -1,4 +1,4 @@
-package io.github.djlamp.amp.cast;
+package io.github.djlamp.amp.cast.checkpoint;
 
 import ai.djl.nn.Block;
 import io.github.djlamp.amp.cast.internal.CheckpointControl;
@@ -10,7 +10,7 @@ import org.slf4j.LoggerFactory;
  * The checkpointing of one wrapped block: the plan resolved from the setting, the tape of segment
  * runs, and the rebuild of the shadow trees when the setting changes.
  */
-final class Checkpoints implements CheckpointControl {
+public final class Checkpoints implements CheckpointControl {
 
     private static final Logger logger = LoggerFactory.getLogger(Checkpoints.class);
 
@@ -20,7 +20,13 @@ final class Checkpoints implements CheckpointControl {
     private volatile CheckpointPlan plan = CheckpointPlan.NONE;
     private volatile SavingEstimate savingEstimate;
 
-    Checkpoints(Block original, Runnable rebuildShadows) {
+    /**
+     * Makes the checkpointing of one wrapped block, checkpointing nothing until {@link #apply}.
+     *
+     * @param original the user's block
+     * @param rebuildShadows builds every device's shadow tree again (the plan changed)
+     */
+    public Checkpoints(Block original, Runnable rebuildShadows) {
         this.original = original;
         this.rebuildShadows = rebuildShadows;
         this.tape = new CheckpointTape(() -> original.getParameters().values());
@@ -104,13 +110,21 @@ final class Checkpoints implements CheckpointControl {
         return tape.getRecomputedSegments();
     }
 
-    /** The plan the shadow trees are built with. */
-    CheckpointPlan plan() {
+    /**
+     * Returns the plan the shadow trees are built with.
+     *
+     * @return the plan in force
+     */
+    public CheckpointPlan plan() {
         return plan;
     }
 
-    /** The tape the segments record on. */
-    CheckpointTape tape() {
+    /**
+     * Returns the tape the segments record on.
+     *
+     * @return the tape
+     */
+    public CheckpointTape tape() {
         return tape;
     }
 }

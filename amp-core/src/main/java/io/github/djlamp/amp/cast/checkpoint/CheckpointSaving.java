@@ -1,4 +1,4 @@
-package io.github.djlamp.amp.cast;
+package io.github.djlamp.amp.cast.checkpoint;
 
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
@@ -22,7 +22,7 @@ import java.util.Set;
  * outputs ({@code kept}) and makes one segment's activations again at a time. Counting reads shapes
  * and data types only, never a value.
  */
-final class CheckpointSaving {
+public final class CheckpointSaving {
 
     private static final double MIB = 1024.0 * 1024.0;
 
@@ -46,8 +46,12 @@ final class CheckpointSaving {
         this.backend = backend;
     }
 
-    /** Counts arrays a layer inside a segment made (its outputs, the casts of its inputs). */
-    synchronized void made(NDList arrays) {
+    /**
+     * Counts arrays a layer inside a segment made (its outputs, the casts of its inputs).
+     *
+     * @param arrays the arrays made
+     */
+    public synchronized void made(NDList arrays) {
         for (NDArray array : arrays) {
             if (counted.add(array)) {
                 madeBytes += bytesOf(array);
@@ -55,8 +59,12 @@ final class CheckpointSaving {
         }
     }
 
-    /** Notes a cast of a weight: not an activation, never counted as made. */
-    synchronized void weightCast(NDArray cast) {
+    /**
+     * Notes a cast of a weight: not an activation, never counted as made.
+     *
+     * @param cast the cast weight
+     */
+    public synchronized void weightCast(NDArray cast) {
         weightCasts.add(cast);
     }
 

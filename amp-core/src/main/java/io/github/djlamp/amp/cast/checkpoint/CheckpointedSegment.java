@@ -1,4 +1,4 @@
-package io.github.djlamp.amp.cast;
+package io.github.djlamp.amp.cast.checkpoint;
 
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
@@ -24,12 +24,12 @@ import java.util.Set;
  * tape runs it again with recording on after backward. Anything else (inference, a forward outside
  * a gradient collector) runs it as a plain sequence.
  */
-final class CheckpointedSegment extends AbstractBlock {
+public final class CheckpointedSegment extends AbstractBlock {
 
     private final List<Block> stages;
     private final List<Block> originals;
     private final String description;
-    private final IntermediateRelease release;
+    private final StageChain chain;
     private final CheckpointTape tape;
     private List<Parameter> runningStatistics;
     private List<Parameter> parameters;
@@ -40,17 +40,19 @@ final class CheckpointedSegment extends AbstractBlock {
      * @param stages the shadows of the stages, in order
      * @param originals the user's blocks they shadow (for their running statistics)
      * @param description the stages' paths, for logs and errors
+     * @param chain runs the stages in order
+     * @param tape the tape the segment's training runs record on
      */
-    CheckpointedSegment(
+    public CheckpointedSegment(
             List<Block> stages,
             List<Block> originals,
             String description,
-            IntermediateRelease release,
+            StageChain chain,
             CheckpointTape tape) {
         this.stages = stages;
         this.originals = originals;
         this.description = description;
-        this.release = release;
+        this.chain = chain;
         this.tape = tape;
     }
 
@@ -61,7 +63,7 @@ final class CheckpointedSegment extends AbstractBlock {
             NDList inputs,
             boolean training,
             PairList<String, Object> params) {
-        if (!training || !(parameterStore instanceof CastingParameterStore casting)) {
+        if (!training || !(parameterStore instanceof SegmentStore casting)) {
             return run(parameterStore, inputs, training, params);
         }
         AmpBackend backend = casting.backend();
@@ -83,11 +85,11 @@ final class CheckpointedSegment extends AbstractBlock {
                 input.tempAttach(scope);
             }
             CheckpointSaving saving = tape.saving(backend);
-            CastingParameterStore store = casting.uncached(scope, true);
+            SegmentStore store = casting.uncached(scope, true);
             if (saving != null) {
                 store = store.counting(saving);
             }
-            outputs = run(store, inputs, training, params);
+            outputs = run(store.asParameterStore(), inputs, training, params);
             if (saving != null) {
                 saving.segmentEnded(scope, inputs, outputs);
             }
@@ -111,7 +113,7 @@ final class CheckpointedSegment extends AbstractBlock {
             NDList inputs,
             boolean training,
             PairList<String, Object> params) {
-        return release.chain(stages, parameterStore, inputs, training, params);
+        return chain.run(stages, parameterStore, inputs, training, params);
     }
 
     /**
