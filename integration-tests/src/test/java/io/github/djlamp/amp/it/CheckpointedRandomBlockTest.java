@@ -67,6 +67,43 @@ class CheckpointedRandomBlockTest {
         }
     }
 
+    /**
+     * A linear layer whose output is followed by a dropped-out copy of itself along the batch axis:
+     * the random values come only after the first 1.2 M of the output's 2.4 M, past the first piece
+     * the recomputation's check compares.
+     */
+    static final class WideWithRandomTail extends AbstractBlock {
+        static final int WIDTH = 300_000;
+        private final Linear linear;
+
+        WideWithRandomTail() {
+            linear = addChildBlock("linear", Linear.builder().setUnits(WIDTH).build());
+        }
+
+        @Override
+        protected NDList forwardInternal(
+                ParameterStore store,
+                NDList inputs,
+                boolean training,
+                PairList<String, Object> params) {
+            NDArray y = linear.forward(store, inputs, training).head();
+            NDArray dropped = Dropout.dropout(y, 0.5f, training).head();
+            return new NDList(y.concat(dropped, 0));
+        }
+
+        @Override
+        public Shape[] getOutputShapes(Shape[] inputs) {
+            Shape y = linear.getOutputShapes(inputs)[0];
+            return new Shape[] {new Shape(2 * y.get(0), y.get(1))};
+        }
+
+        @Override
+        protected void initializeChildBlocks(
+                NDManager manager, DataType dataType, Shape... inputShapes) {
+            linear.initialize(manager, dataType, inputShapes);
+        }
+    }
+
     static Block network() {
         return new SequentialBlock()
                 .add(Linear.builder().setUnits(8).build())
@@ -77,9 +114,26 @@ class CheckpointedRandomBlockTest {
     @ParameterizedTest
     @ValueSource(strings = {"float32", "mixed_bfloat16"})
     void theFirstStepIsRefusedNamingTheSegmentBeforeAnyWeightChanges(String policy) {
+        refusedBeforeAnyWeightChanges(policy, network(), "02LinearWithDropout");
+    }
+
+    /** The check compares a large output piece by piece, and every piece counts. */
+    @ParameterizedTest
+    @ValueSource(strings = {"float32", "mixed_bfloat16"})
+    void aRandomDrawPastTheFirstMillionValuesIsFound(String policy) {
+        Block network =
+                new SequentialBlock()
+                        .add(new WideWithRandomTail())
+                        .add(rows -> new NDList(rows.head().get("0:4").add(rows.head().get("4:"))))
+                        .add(Linear.builder().setUnits(3).build());
+        refusedBeforeAnyWeightChanges(policy, network, "01WideWithRandomTail");
+    }
+
+    private static void refusedBeforeAnyWeightChanges(
+            String policy, Block network, String segment) {
         Engine.getInstance().setRandomSeed(3);
         try (Model model = Model.newInstance("random-block", "PyTorch")) {
-            MixedPrecisionBlock block = Amp.wrap(network(), policy);
+            MixedPrecisionBlock block = Amp.wrap(network, policy);
             model.setBlock(block);
             try (Trainer trainer =
                     model.newTrainer(
@@ -102,7 +156,7 @@ class CheckpointedRandomBlockTest {
                                         trainer.step();
                                     });
                     String message = e.getMessage();
-                    assertTrue(message.contains("02LinearWithDropout"), message);
+                    assertTrue(message.contains(segment), message);
                     assertTrue(message.contains("Dropout.dropout"), message);
                     assertTrue(message.contains("Checkpointing.blocks(\"path:"), message);
                 }
