@@ -173,6 +173,7 @@ public final class Amp {
                 options.getLossScaling(),
                 options.getAccumulationSteps(),
                 options.getHostSyncInterval(),
+                options::readsEveryStepOn,
                 fused::wantsFusedSteps,
                 fused::wantsFusedStepsWhereOnlyFused);
     }

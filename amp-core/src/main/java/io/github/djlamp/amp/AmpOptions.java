@@ -1,5 +1,6 @@
 package io.github.djlamp.amp;
 
+import ai.djl.Device;
 import io.github.djlamp.amp.policy.Checkpointing;
 import io.github.djlamp.amp.scale.LossScaling;
 import java.util.Objects;
@@ -17,12 +18,14 @@ public final class AmpOptions {
     private final LossScaling lossScaling;
     private final int accumulationSteps;
     private final int hostSyncInterval;
+    private final boolean hostSyncIntervalSet;
     private final FusedOptimizer fusedOptimizer;
     private final Checkpointing checkpointing;
 
     /**
      * The default of {@link Builder#hostSyncInterval(int)}: the device-resident loss scaler state
-     * is read on the host every 100 steps.
+     * is read on the host every 100 steps (every step on the CPU under {@link FusedOptimizer#AUTO},
+     * where a read costs nothing).
      */
     public static final int DEFAULT_HOST_SYNC_INTERVAL = 100;
 
@@ -30,14 +33,15 @@ public final class AmpOptions {
         lossScaling = builder.lossScaling;
         accumulationSteps = builder.accumulationSteps;
         hostSyncInterval = builder.hostSyncInterval;
+        hostSyncIntervalSet = builder.hostSyncIntervalSet;
         fusedOptimizer = builder.fusedOptimizer.withPropertyApplied();
         checkpointing = builder.checkpointing;
     }
 
     /**
      * Returns the defaults: the precision's own loss scaling, no accumulation, fused optimizer
-     * steps on a GPU ({@link FusedOptimizer#AUTO}, or what {@value FusedOptimizer#PROPERTY} says at
-     * this call).
+     * steps on one device ({@link FusedOptimizer#AUTO}, or what {@value FusedOptimizer#PROPERTY}
+     * says at this call).
      *
      * @return the default options
      * @throws IllegalArgumentException when {@value FusedOptimizer#PROPERTY} is set to something
@@ -77,12 +81,23 @@ public final class AmpOptions {
 
     /**
      * Returns how many steps pass between two host reads of the loss scaler's device state when
-     * that state lives on the device (fused optimizer steps).
+     * that state lives on the device (fused optimizer steps): the builder's setting, or {@link
+     * #DEFAULT_HOST_SYNC_INTERVAL}. When it was not set, {@link FusedOptimizer#AUTO} reads every
+     * step on the CPU instead.
      *
      * @return steps between host reads, at least 1
      */
     public int getHostSyncInterval() {
         return hostSyncInterval;
+    }
+
+    /**
+     * Whether a trainer on {@code devices} reads a device-resident scaler state every step in place
+     * of {@link #getHostSyncInterval()}: where {@link FusedOptimizer#AUTO} says a read costs
+     * nothing (off a GPU) and no interval was set.
+     */
+    boolean readsEveryStepOn(Device[] devices) {
+        return !hostSyncIntervalSet && fusedOptimizer.readsEveryStepByDefault(devices);
     }
 
     /**
@@ -111,6 +126,7 @@ public final class AmpOptions {
         private LossScaling lossScaling;
         private int accumulationSteps = 1;
         private int hostSyncInterval = DEFAULT_HOST_SYNC_INTERVAL;
+        private boolean hostSyncIntervalSet;
         private FusedOptimizer fusedOptimizer = FusedOptimizer.AUTO;
         private Checkpointing checkpointing = Checkpointing.none();
 
@@ -191,7 +207,8 @@ public final class AmpOptions {
          * getScale()}) reads the device at once. A collapse found after its steps' gradients were
          * cleared names the parameters seen non-finite at the last read that found an overflow (one
          * more read on such a read step, nothing on the others). With DJL's per-parameter optimizer
-         * updates the verdict is read every step whatever this says.
+         * updates the verdict is read every step whatever this says; when this is not set, {@link
+         * FusedOptimizer#AUTO} reads every step on the CPU, where a read costs nothing.
          *
          * @param steps at least 1; 1 reads every step
          * @return this builder
@@ -205,6 +222,7 @@ public final class AmpOptions {
                                 + "; 1 reads the loss scaler state on the host every step");
             }
             hostSyncInterval = steps;
+            hostSyncIntervalSet = true;
             return this;
         }
 
@@ -212,7 +230,7 @@ public final class AmpOptions {
          * Sets whether optimizer steps run as one fused launch that skips overflowed steps on the
          * device, with no host read per step ({@link FusedOptimizer}).
          *
-         * @param setting AUTO (fused on a GPU), ON or OFF
+         * @param setting AUTO (fused on one device), ON or OFF
          * @return this builder
          * @throws NullPointerException when {@code setting} is null
          */

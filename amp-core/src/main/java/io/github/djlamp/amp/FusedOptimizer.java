@@ -11,20 +11,24 @@ import org.slf4j.LoggerFactory;
  * own update, one native call per parameter after a host read of the step's overflow flag. Set with
  * {@link AmpOptions.Builder#fusedOptimizer(FusedOptimizer)}.
  *
- * <p>Fused steps cover DJL's Sgd, Adam and AdamW; any other optimizer keeps DJL's update whatever
- * this says (the reason is logged). With fused steps the loss scaler's state stays on the device
- * and is read on the host every {@link AmpOptions#getHostSyncInterval()} steps (and when the model
- * is saved), so divergence and the scaler's Metrics come at those reads.
+ * <p>Fused steps cover DJL's Sgd, Adam, AdamW and Nag; any other optimizer keeps DJL's update
+ * whatever this says (the reason is logged). With fused steps the loss scaler's state stays on the
+ * device and is read on the host every {@link AmpOptions#getHostSyncInterval()} steps (and when the
+ * model is saved), so divergence and the scaler's Metrics come at those reads; {@link #AUTO} on the
+ * CPU reads it every step unless that interval was set.
  */
 public enum FusedOptimizer {
 
     /**
-     * Fused when the trainer trains on one GPU, where a host read per step stalls the device (11-16
-     * ms a step measured on an H100); DJL's own update on the CPU, where the read costs nothing and
-     * every step's verdict is on the host, except for DJL's {@code Nag}, which DJL's PyTorch engine
-     * cannot update: it is fused on any single device. The system property {@value #PROPERTY}
-     * ({@code on}, {@code off}, {@code auto}; {@code true} and {@code false} also work) decides in
-     * its place when set: it is read once, when {@link AmpOptions} are built (by {@code
+     * Fused when the trainer has one device, GPU or CPU; DJL's own update on several devices. On a
+     * GPU the fused step saves the host read per step that stalls the device (11-16 ms a step
+     * measured on an H100); on the CPU it replaces DJL's one native update per parameter with one
+     * launch ({@code bench/RESULTS.md}, "Fused optimizer step in training on the CPU"). On the CPU,
+     * where a host read costs nothing, the loss scaler's state is read on the host every step
+     * unless {@link AmpOptions.Builder#hostSyncInterval(int)} was set, so divergence checks and the
+     * scaler's Metrics come every step, as with DJL's update. The system property {@value
+     * #PROPERTY} ({@code on}, {@code off}, {@code auto}; {@code true} and {@code false} also work)
+     * decides in its place when set: it is read once, when {@link AmpOptions} are built (by {@code
      * Amp.configure} for its default options), and the log says so.
      */
     AUTO,
@@ -55,7 +59,7 @@ public enum FusedOptimizer {
             case OFF:
                 return false;
             case AUTO:
-                return devices.length == 1 && devices[0].isGpu();
+                return devices.length == 1;
             default:
                 throw new AssertionError("unknown FusedOptimizer " + this);
         }
@@ -65,7 +69,8 @@ public enum FusedOptimizer {
      * Returns whether steps should be fused for a trainer on {@code devices} when the optimizer has
      * no update of its own in DJL's engine (DJL's {@code Nag}: DJL's PyTorch engine has no {@code
      * nagUpdate}), so that the fused step is the only one there is: {@link #AUTO} fuses on any
-     * single device, the CPU included; {@link #ON} as always; {@link #OFF} never.
+     * single device, as it does for every optimizer with a fused version; {@link #ON} as always;
+     * {@link #OFF} never.
      *
      * @param devices the trainer's devices
      * @return true to fuse
@@ -81,6 +86,15 @@ public enum FusedOptimizer {
             default:
                 throw new AssertionError("unknown FusedOptimizer " + this);
         }
+    }
+
+    /**
+     * Returns whether, with this setting, a trainer on {@code devices} reads the loss scaler's
+     * state on the host every step when no host-sync interval was set: {@link #AUTO} off a GPU,
+     * where a host read costs nothing.
+     */
+    boolean readsEveryStepByDefault(Device[] devices) {
+        return this == AUTO && !(devices.length == 1 && devices[0].isGpu());
     }
 
     /**
@@ -104,7 +118,7 @@ public enum FusedOptimizer {
                 PROPERTY,
                 value,
                 decided == AUTO
-                        ? "AUTO (fused steps on one GPU, DJL's update elsewhere)"
+                        ? "AUTO (fused steps on one device, DJL's update on several)"
                         : decided == ON
                                 ? "ON (fused steps wherever the optimizer has a fused version)"
                                 : "OFF (DJL's own per-parameter update)");

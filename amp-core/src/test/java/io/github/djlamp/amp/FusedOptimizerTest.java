@@ -16,6 +16,7 @@ class FusedOptimizerTest {
     private static final Device[] CPU = {Device.cpu()};
     private static final Device[] ONE_GPU = {Device.gpu(0)};
     private static final Device[] TWO_GPUS = {Device.gpu(0), Device.gpu(1)};
+    private static final Device[] CPU_AND_GPU = {Device.cpu(), Device.gpu(0)};
 
     private String before;
 
@@ -35,11 +36,40 @@ class FusedOptimizerTest {
     }
 
     @Test
-    void theDefaultFusesOnOneGpuOnly() {
+    void theDefaultFusesOnOneDeviceGpuOrCpu() {
         assertEquals(FusedOptimizer.AUTO, AmpOptions.defaults().getFusedOptimizer());
         assertTrue(FusedOptimizer.AUTO.wantsFusedSteps(ONE_GPU), "one GPU: no host read per step");
-        assertFalse(FusedOptimizer.AUTO.wantsFusedSteps(CPU), "CPU: DJL's update, exact per step");
+        assertTrue(
+                FusedOptimizer.AUTO.wantsFusedSteps(CPU),
+                "CPU: one launch instead of one update per parameter (bench/RESULTS.md)");
         assertFalse(FusedOptimizer.AUTO.wantsFusedSteps(TWO_GPUS), "fused steps need one device");
+        assertFalse(FusedOptimizer.AUTO.wantsFusedSteps(CPU_AND_GPU));
+    }
+
+    @Test
+    void autoOnTheCpuReadsTheScalerEveryStepUnlessAnIntervalWasSet() {
+        AmpOptions defaults = AmpOptions.defaults();
+        assertTrue(defaults.readsEveryStepOn(CPU), "a host read costs nothing on the CPU");
+        assertFalse(defaults.readsEveryStepOn(ONE_GPU), "a GPU keeps the interval");
+        assertEquals(AmpOptions.DEFAULT_HOST_SYNC_INTERVAL, defaults.getHostSyncInterval());
+        assertFalse(
+                AmpOptions.builder().hostSyncInterval(100).build().readsEveryStepOn(CPU),
+                "an interval set is kept, even the default's value");
+        assertFalse(
+                AmpOptions.builder()
+                        .fusedOptimizer(FusedOptimizer.ON)
+                        .build()
+                        .readsEveryStepOn(CPU),
+                "ON keeps the interval on the CPU, as on a GPU");
+        assertFalse(
+                AmpOptions.builder()
+                        .fusedOptimizer(FusedOptimizer.OFF)
+                        .build()
+                        .readsEveryStepOn(CPU));
+        System.setProperty(FusedOptimizer.PROPERTY, "on");
+        assertFalse(
+                AmpOptions.defaults().readsEveryStepOn(CPU),
+                "-Ddjlamp.fusedOptimizer=on makes AUTO ON: the interval holds, as on a GPU");
     }
 
     @Test
@@ -76,18 +106,22 @@ class FusedOptimizerTest {
         assertFalse(autoAsBuilt().wantsFusedSteps(ONE_GPU));
         System.setProperty(FusedOptimizer.PROPERTY, " off ");
         assertFalse(autoAsBuilt().wantsFusedSteps(ONE_GPU));
+        System.setProperty(FusedOptimizer.PROPERTY, "off");
+        assertFalse(autoAsBuilt().wantsFusedSteps(CPU));
         System.setProperty(FusedOptimizer.PROPERTY, "auto");
         assertTrue(autoAsBuilt().wantsFusedSteps(ONE_GPU));
-        assertFalse(autoAsBuilt().wantsFusedSteps(CPU));
+        assertTrue(autoAsBuilt().wantsFusedSteps(CPU));
+        assertFalse(autoAsBuilt().wantsFusedSteps(TWO_GPUS));
     }
 
     @Test
     void thePropertyIsReadWhenTheOptionsAreBuiltNotWhenATrainerIsAttached() {
         AmpOptions before = AmpOptions.defaults();
-        System.setProperty(FusedOptimizer.PROPERTY, "on");
+        System.setProperty(FusedOptimizer.PROPERTY, "off");
         assertEquals(FusedOptimizer.AUTO, before.getFusedOptimizer());
-        assertFalse(before.getFusedOptimizer().wantsFusedSteps(CPU), "AUTO alone reads nothing");
-        assertEquals(FusedOptimizer.ON, AmpOptions.defaults().getFusedOptimizer());
+        assertTrue(before.getFusedOptimizer().wantsFusedSteps(CPU), "AUTO alone reads nothing");
+        assertEquals(FusedOptimizer.OFF, AmpOptions.defaults().getFusedOptimizer());
+        System.setProperty(FusedOptimizer.PROPERTY, "on");
         assertEquals(
                 FusedOptimizer.OFF,
                 AmpOptions.builder().fusedOptimizer(FusedOptimizer.OFF).build().getFusedOptimizer(),

@@ -406,6 +406,12 @@ public final class AmpSession implements AutoCloseable {
         return attached != null && attached.isScaling();
     }
 
+    /** Steps between host reads of the attached trainer's scaler state when it is on the device. */
+    int hostSyncInterval() {
+        SessionChecks.requireAttached(attached);
+        return attached.hostSyncInterval();
+    }
+
     /** Whether the attached trainer's optimizer steps are fused and skip on the device. */
     boolean isFusedOptimizer() {
         return attached != null && attached.fused();

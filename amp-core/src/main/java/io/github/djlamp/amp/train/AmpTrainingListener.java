@@ -101,9 +101,13 @@ public final class AmpTrainingListener extends TrainingListenerAdapter {
                 scaler.getScale(),
                 !scaler.getConfig().isEnabled()
                         ? "no overflow check (nothing to read per step)"
-                        : scaler.isStateOnDevice()
-                                ? "scaler state on the device (no host read per step)"
-                                : "overflow verdict read on the host each step",
+                        : !scaler.isStateOnDevice()
+                                ? "overflow verdict read on the host each step"
+                                : session.hostSyncInterval() == 1
+                                        ? "scaler state on the device, read on the host each step"
+                                        : "scaler state on the device, read on the host every "
+                                                + session.hostSyncInterval()
+                                                + " steps",
                 session.isFusedOptimizer()
                         ? "fused optimizer step (one launch for all parameters)"
                         : "the optimizer's own per-parameter update");

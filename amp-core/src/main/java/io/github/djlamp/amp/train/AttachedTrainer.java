@@ -30,6 +30,7 @@ import io.github.djlamp.amp.train.StepVerdict.Verdict;
  * @param scaling the loss scaling in use
  * @param fused whether optimizer steps are fused and skip on the device
  * @param scaler the loss scaler, its state on the trainer's first device
+ * @param hostSyncInterval steps between host reads of the scaler's state when it is on the device
  * @param divergence the divergence checks of this trainer's steps
  * @param buffers the running statistics' snapshots under loss scaling, else null
  * @param persistence where the scaler state is saved with the model
@@ -42,6 +43,7 @@ record AttachedTrainer(
         LossScaling scaling,
         boolean fused,
         LossScaler scaler,
+        int hostSyncInterval,
         DivergenceChecks divergence,
         BufferSnapshot buffers,
         SessionPersistence persistence)
@@ -76,7 +78,7 @@ record AttachedTrainer(
                         : policy.toString();
         LossScaling scaling = settings.lossScalingFor(policy.getComputePrecision());
         boolean fused = FusedStepPlan.fusesSteps(settings, devices, optimizer);
-        int interval = settings.getHostSyncInterval();
+        int interval = settings.getHostSyncInterval(devices);
         LossScaler scaler =
                 FusedStepPlan.newScaler(fused, scaling, backend, manager, device, interval);
         AttachedTrainer attached =
@@ -88,6 +90,7 @@ record AttachedTrainer(
                         scaling,
                         fused,
                         scaler,
+                        interval,
                         new DivergenceChecks(scaling, scaler, backend, interval, manager, device),
                         scaling.isEnabled()
                                 ? block.getTrainingLink().enableBufferSnapshots()

@@ -18,10 +18,10 @@ import java.util.Objects;
  * add into the next step. Inside a gradient accumulation window nothing happens, so gradients add
  * up. After a real update, the weight's 16-bit casts are dropped.
  *
- * <p>When the session asks for fused steps ({@link io.github.djlamp.amp.FusedOptimizer}: on a GPU
- * by default), DJL's Sgd, Adam, AdamW and Nag ({@link FusedOptimizerKinds}) on one device, with any
- * learning rate {@code Tracker}, run as one fused launch for all parameters that skips on the
- * device ({@link FusedUpdate}); every other optimizer keeps its own per-parameter update.
+ * <p>When the session asks for fused steps ({@link io.github.djlamp.amp.FusedOptimizer}: on one
+ * device by default), DJL's Sgd, Adam, AdamW and Nag ({@link FusedOptimizerKinds}) on one device,
+ * with any learning rate {@code Tracker}, run as one fused launch for all parameters that skips on
+ * the device ({@link FusedUpdate}); every other optimizer keeps its own per-parameter update.
  */
 public final class LossScalingOptimizer extends Optimizer {
 

@@ -17,6 +17,7 @@ public final class SessionSettings {
     private final LossScaling lossScaling;
     private final int accumulationSteps;
     private final int hostSyncInterval;
+    private final Predicate<Device[]> readsEveryStep;
     private final Predicate<Device[]> fusedStepsWanted;
     private final Predicate<Device[]> fusedStepsWantedWhereOnlyFused;
 
@@ -64,6 +65,41 @@ public final class SessionSettings {
             int hostSyncInterval,
             Predicate<Device[]> fusedStepsWanted,
             Predicate<Device[]> fusedStepsWantedWhereOnlyFused) {
+        this(
+                lossScaling,
+                accumulationSteps,
+                hostSyncInterval,
+                devices -> false,
+                fusedStepsWanted,
+                fusedStepsWantedWhereOnlyFused);
+    }
+
+    /**
+     * Creates the settings, with a say on which trainers read a device-resident scaler state every
+     * step whatever {@code hostSyncInterval} says ({@code FusedOptimizer.AUTO} off a GPU, when no
+     * interval was set: a host read costs nothing there).
+     *
+     * @param lossScaling the loss scaling, or null for the precision's default (dynamic for fp16,
+     *     none for bf16 and fp32)
+     * @param accumulationSteps batches whose gradients add up before one step, at least 1
+     * @param hostSyncInterval steps between two host reads of a scaler state kept on the device, at
+     *     least 1
+     * @param readsEveryStep whether a trainer on the given devices reads that state every step
+     *     instead
+     * @param fusedStepsWanted whether fused optimizer steps are wanted for a trainer on the given
+     *     devices (where the optimizer has a fused version)
+     * @param fusedStepsWantedWhereOnlyFused the same for an optimizer DJL's engine cannot update
+     * @throws IllegalArgumentException when {@code accumulationSteps} or {@code hostSyncInterval}
+     *     is below 1
+     * @throws NullPointerException when a predicate is null
+     */
+    public SessionSettings(
+            LossScaling lossScaling,
+            int accumulationSteps,
+            int hostSyncInterval,
+            Predicate<Device[]> readsEveryStep,
+            Predicate<Device[]> fusedStepsWanted,
+            Predicate<Device[]> fusedStepsWantedWhereOnlyFused) {
         if (accumulationSteps < 1) {
             throw new IllegalArgumentException(
                     "accumulationSteps must be >= 1 batch, got "
@@ -79,6 +115,10 @@ public final class SessionSettings {
         this.lossScaling = lossScaling;
         this.accumulationSteps = accumulationSteps;
         this.hostSyncInterval = hostSyncInterval;
+        this.readsEveryStep =
+                Objects.requireNonNull(
+                        readsEveryStep,
+                        "readsEveryStep: pass devices -> false to keep the interval");
         this.fusedStepsWanted =
                 Objects.requireNonNull(
                         fusedStepsWanted,
@@ -114,6 +154,18 @@ public final class SessionSettings {
      */
     public int getHostSyncInterval() {
         return hostSyncInterval;
+    }
+
+    /**
+     * Returns the steps between host reads of a loss scaler state kept on the device for a trainer
+     * on {@code devices}: 1 where these settings read every step there, else {@link
+     * #getHostSyncInterval()}.
+     *
+     * @param devices the trainer's devices
+     * @return at least 1
+     */
+    public int getHostSyncInterval(Device[] devices) {
+        return readsEveryStep.test(devices) ? 1 : hostSyncInterval;
     }
 
     /**

@@ -48,6 +48,23 @@ class SessionSettingsTest {
     }
 
     @Test
+    void aTrainerThatReadsEveryStepGetsAnIntervalOfOne() {
+        SessionSettings settings =
+                new SessionSettings(
+                        null, 1, 100, devices -> !devices[0].isGpu(), d -> true, d -> true);
+        assertEquals(100, settings.getHostSyncInterval());
+        assertEquals(1, settings.getHostSyncInterval(CPU));
+        assertEquals(100, settings.getHostSyncInterval(new Device[] {Device.gpu(0)}));
+        assertEquals(
+                100,
+                new SessionSettings(null, 1, 100, d -> true).getHostSyncInterval(CPU),
+                "without a say, the interval holds everywhere");
+        assertThrows(
+                NullPointerException.class,
+                () -> new SessionSettings(null, 1, 1, null, d -> true, d -> true));
+    }
+
+    @Test
     void aGivenLossScalingHoldsForEveryPrecision() {
         LossScaling fixed = LossScaling.fixed(128);
         SessionSettings settings = new SessionSettings(fixed, 1, 1, devices -> false);

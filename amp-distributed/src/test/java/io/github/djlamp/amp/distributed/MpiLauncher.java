@@ -1,5 +1,6 @@
 package io.github.djlamp.amp.distributed;
 
+import io.github.djlamp.amp.FusedOptimizer;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -53,6 +54,9 @@ final class MpiLauncher {
         command.add("-XX:TieredStopAtLevel=1");
         command.add("-Dai.djl.offline=true");
         command.add("-Dorg.slf4j.simpleLogger.defaultLogLevel=warn");
+        // FusedOptimizer.AUTO fuses on a rank's one CPU device: the jobs run DJL's own update
+        // unless a test asks for fused steps (a later -D of the same name wins)
+        command.add("-D" + FusedOptimizer.PROPERTY + "=off");
         command.addAll(jvmOptions);
         command.add("-cp");
         command.add(System.getProperty("java.class.path"));

@@ -24,9 +24,9 @@ import org.junit.jupiter.api.Test;
 
 /**
  * {@code AmpOptions.fusedOptimizer} decides, when the trainer is attached, whether the optimizer
- * steps are fused with the scaler state on the device: AUTO keeps DJL's update on the CPU (the GPU
- * half of AUTO is {@code FusedOptimizerTest}'s), ON fuses and trains to DJL's weights, OFF wins
- * over the system property, which decides only for AUTO.
+ * steps are fused with the scaler state on the device: AUTO fuses on the CPU and reads the scaler
+ * state there every step (the GPU half of AUTO is {@code FusedOptimizerTest}'s), ON fuses and
+ * trains to DJL's weights, OFF wins over the system property, which decides only for AUTO.
  */
 class FusedOptimizerOptionTest {
 
@@ -65,12 +65,24 @@ class FusedOptimizerOptionTest {
     }
 
     @Test
-    void autoKeepsDjlsUpdateOnTheCpu() {
+    void autoFusesOnTheCpuAndReadsTheScalerEveryStep() {
         // the model and the trainer on the CPU, whatever DJL's default device is (gpu(0) on a GPU
         // machine): this is AUTO's CPU half
-        Run run = train(FusedOptimizer.AUTO, Device.cpu());
-        assertFalse(run.fused, "a host read costs nothing on the CPU: DJL's exact update");
-        assertFalse(run.stateOnDevice);
+        Run auto = train(FusedOptimizer.AUTO, Device.cpu());
+        assertTrue(auto.fused, "one launch instead of DJL's update per parameter");
+        assertTrue(auto.stateOnDevice);
+        assertEquals(
+                STEPS,
+                auto.hostReads,
+                "a host read costs nothing on the CPU: every step's verdict is read");
+        Run djl = train(FusedOptimizer.OFF, Device.cpu());
+        for (int i = 0; i < djl.weights.size(); i++) {
+            float[] expected = djl.weights.get(i);
+            float[] actual = auto.weights.get(i);
+            for (int j = 0; j < expected.length; j++) {
+                assertEquals(expected[j], actual[j], 1e-6f, "parameter " + i + "[" + j + "]");
+            }
+        }
     }
 
     @Test
@@ -78,6 +90,7 @@ class FusedOptimizerOptionTest {
         System.setProperty(FusedOptimizer.PROPERTY, "on");
         Run auto = train(FusedOptimizer.AUTO);
         assertTrue(auto.fused && auto.stateOnDevice, "-Ddjlamp.fusedOptimizer=on turns AUTO on");
+        assertTrue(auto.hostReads < STEPS, "ON keeps the read interval: " + auto.hostReads);
         Run off = train(FusedOptimizer.OFF);
         assertFalse(off.fused || off.stateOnDevice, "an explicit OFF wins over the property");
     }
@@ -112,6 +125,7 @@ class FusedOptimizerOptionTest {
                 Run run = new Run();
                 run.fused = ((LossScalingOptimizer) config.getOptimizer()).isFused();
                 run.stateOnDevice = AmpSession.of(trainer).getScaler().isStateOnDevice();
+                run.hostReads = AmpSession.of(trainer).getScaler().getHostReads();
                 run.weights = RealProgramsRig.values(block);
                 return run;
             }
@@ -121,6 +135,7 @@ class FusedOptimizerOptionTest {
     private static final class Run {
         boolean fused;
         boolean stateOnDevice;
+        long hostReads;
         List<float[]> weights;
     }
 }

@@ -41,7 +41,9 @@ final class ThroughputCommand implements Callable<Integer> {
             description =
                     "Comma-separated: djl-fp32, djl-amp-bf16, djl-amp-bf16-nchw,"
                             + " djl-amp-bf16-fused, djl-amp-fp16, djl-amp-fp16-nchw,"
-                            + " djl-amp-fp16-fused, djl-amp-fp32-dynamic.")
+                            + " djl-amp-fp16-fused, djl-amp-fp16-auto, djl-amp-fp32,"
+                            + " djl-amp-fp32-fused,"
+                            + " djl-amp-fp32-dynamic.")
     String variants;
 
     @Option(names = "--warmup", defaultValue = "5", description = "Untimed steps per variant.")

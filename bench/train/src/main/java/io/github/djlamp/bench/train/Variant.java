@@ -138,7 +138,8 @@ public enum Variant {
      * DJL's per-parameter update (SGD, Adam and AdamW; others keep DJL's).
      */
     AMP_BF16_FUSED(
-            "djl-amp-bf16-fused", "djl-amp bf16, fused optimizer step (the default on a GPU)") {
+            "djl-amp-bf16-fused",
+            "djl-amp bf16, fused optimizer step (the default on one device)") {
         @Override
         Block wrap(Block block) {
             return new MixedPrecisionBlock(block, PrecisionPolicy.named("mixed_bfloat16"));
@@ -155,7 +156,7 @@ public enum Variant {
      */
     AMP_FP16_FUSED(
             "djl-amp-fp16-fused",
-            "djl-amp fp16 dynamic scaling, fused optimizer step, scaler state on the device (the default on a GPU)") {
+            "djl-amp fp16 dynamic scaling, fused optimizer step, scaler state on the device (the default on one device)") {
         @Override
         Block wrap(Block block) {
             return new MixedPrecisionBlock(block, PrecisionPolicy.named("mixed_float16"));
@@ -164,6 +165,45 @@ public enum Variant {
         @Override
         TrainingConfig configure(TrainingConfig config, Block wrapped) {
             return Amp.configure(config, wrapped, options(FusedOptimizer.ON).build());
+        }
+    },
+    /**
+     * djl-amp's lean fp32: policy float32 (nothing cast, no loss scaling), DJL's per-parameter
+     * optimizer update.
+     */
+    AMP_FP32("djl-amp-fp32", "djl-amp float32 policy, per-parameter optimizer update") {
+        @Override
+        Block wrap(Block block) {
+            return Amp.wrap(block, "float32");
+        }
+    },
+    /** djl-amp's lean fp32 (policy float32) with PyTorch's fused optimizer kernels. */
+    AMP_FP32_FUSED("djl-amp-fp32-fused", "djl-amp float32 policy, fused optimizer step") {
+        @Override
+        Block wrap(Block block) {
+            return Amp.wrap(block, "float32");
+        }
+
+        @Override
+        TrainingConfig configure(TrainingConfig config, Block wrapped) {
+            return Amp.configure(config, wrapped, options(FusedOptimizer.ON).build());
+        }
+    },
+    /**
+     * djl-amp fp16 with {@code FusedOptimizer.AUTO}: fused optimizer steps on one device; on the
+     * CPU the scaler's state is read on the host every step.
+     */
+    AMP_FP16_AUTO(
+            "djl-amp-fp16-auto",
+            "djl-amp fp16 dynamic scaling, FusedOptimizer.AUTO (on the CPU: fused, scaler read every step)") {
+        @Override
+        Block wrap(Block block) {
+            return new MixedPrecisionBlock(block, PrecisionPolicy.named("mixed_float16"));
+        }
+
+        @Override
+        TrainingConfig configure(TrainingConfig config, Block wrapped) {
+            return Amp.configure(config, wrapped, options(FusedOptimizer.AUTO).build());
         }
     },
     /**
