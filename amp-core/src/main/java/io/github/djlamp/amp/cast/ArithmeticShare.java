@@ -116,9 +116,12 @@ public final class ArithmeticShare {
     /**
      * Returns the share of the counted arithmetic that ran in the 16-bit compute precision.
      *
-     * @return 0 to 1; 0 when nothing was counted
+     * @return 0 to 1; 0 when nothing was counted, or when the policy computes in fp32
      */
     public synchronized double getLowShare() {
+        if (!compute.isReduced()) {
+            return 0; // the float32 policy: nothing runs in 16 bits
+        }
         long all = 0;
         long low = 0;
         for (Unit unit : units.values()) {
@@ -178,6 +181,9 @@ public final class ArithmeticShare {
     /** {@inheritDoc} */
     @Override
     public synchronized String toString() {
+        if (!compute.isReduced()) {
+            return format(getFlops()) + " a forward, all in " + compute.canonicalName();
+        }
         return String.format(
                 Locale.ROOT,
                 "%.1f%% of %s a forward in %s",
