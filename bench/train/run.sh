@@ -47,19 +47,38 @@ done
 
 python="${PYTHON:-/usr/bin/python3}"
 threads="${THREADS:-$(nproc)}"
-if $memory; then
-    threads="${THREADS:-1}"
-    network="${NETWORK:-resnet18}"
-    batches="${BATCHES:-8,32,64}"
-    repeat="${REPEAT:-1}"
+
+# builds bench/train and empties the part's result folder $1 (out); notes the start
+prepare_part() {
     mvn -B -ntp -q -pl bench/train -am package -DskipTests
     classpath="bench/train/target/classes:$(cat bench/train/target/bench-train-classpath.txt)"
-    out="bench/train/target/results-memory"
+    out="$1"
     rm -rf "$out"
     mkdir -p "$out"
     started="$(date -u '+%Y-%m-%d %H:%M UTC')"
     revision="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
     load_start="$(cut -d' ' -f1-3 /proc/loadavg)"
+}
+
+# writes the memory tables of $out, after a line naming the command, its settings ($2) and the
+# machine, to $1, and prints them
+write_memory_results() {
+    {
+        echo "Command: \`$command_line\` ($2), started $started, ended $(date -u '+%Y-%m-%d %H:%M UTC')."
+        echo "Machine: $(nproc) cores (nproc), $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'),"
+        echo "$(grep -qw avx512_bf16 /proc/cpuinfo && echo 'with' || echo 'no') avx512_bf16;"
+        echo "code at $revision; load average at the start $load_start, at the end $(cut -d' ' -f1-3 /proc/loadavg)."
+        echo
+        "$python" bench/train/memory_summary.py --dir "$out"
+    } > "$1"
+    cat "$1"
+}
+if $memory; then
+    threads="${THREADS:-1}"
+    network="${NETWORK:-resnet18}"
+    batches="${BATCHES:-8,32,64}"
+    repeat="${REPEAT:-1}"
+    prepare_part bench/train/target/results-memory
     echo "== $network memory (DJL, djl-amp), batches $batches"
     java -Dai.djl.offline=true -Dai.djl.pytorch.num_threads="$threads" \
         -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -cp "$classpath" \
@@ -78,35 +97,20 @@ if $memory; then
     else
         echo "== no PyTorch for $python: the PyTorch rows are left out (apt-get install python3-torch)"
     fi
-    results="bench/train/target/RESULTS-memory.md"
-    {
-        echo "Command: \`$command_line\` (NETWORK=$network, BATCHES=$batches, REPEAT=$repeat, THREADS=$threads), started $started, ended $(date -u '+%Y-%m-%d %H:%M UTC')."
-        echo "Machine: $(nproc) cores (nproc), $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'),"
-        echo "$(grep -qw avx512_bf16 /proc/cpuinfo && echo 'with' || echo 'no') avx512_bf16;"
-        echo "code at $revision; load average at the start $load_start, at the end $(cut -d' ' -f1-3 /proc/loadavg)."
-        echo
-        "$python" bench/train/memory_summary.py --dir "$out"
-    } > "$results"
-    cat "$results"
+    write_memory_results bench/train/target/RESULTS-memory.md \
+        "NETWORK=$network, BATCHES=$batches, REPEAT=$repeat, THREADS=$threads"
     exit 0
 fi
 
 if $transformer; then
     threads="${THREADS:-1}"
     steps="${STEPS:-2}"
-    mvn -B -ntp -q -pl bench/train -am package -DskipTests
-    classpath="bench/train/target/classes:$(cat bench/train/target/bench-train-classpath.txt)"
-    out="bench/train/target/results-transformer"
-    rm -rf "$out"
-    mkdir -p "$out"
+    prepare_part bench/train/target/results-transformer
     tb() {
         java -Dai.djl.offline=true -Dai.djl.pytorch.num_threads="$threads" \
             -Dorg.slf4j.simpleLogger.defaultLogLevel=warn \
             -cp "$classpath" io.github.djlamp.bench.train.TrainBench "$@"
     }
-    started="$(date -u '+%Y-%m-%d %H:%M UTC')"
-    revision="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-    load_start="$(cut -d' ' -f1-3 /proc/loadavg)"
     echo "== transformer-256 memory (DJL)"
     tb memory --network transformer-256 --batches 16 \
         --variants djl-fp32,djl-amp-bf16,djl-amp-fp32-dynamic --repeat 1 --cap-mib 0 \
@@ -120,16 +124,7 @@ if $transformer; then
     echo "== transformer-256 step time (DJL)"
     tb throughput --network transformer-256 --batch 16 --warmup 1 --steps "$steps" \
         --variants djl-fp32,djl-amp-bf16 --out "$out/throughput-transformer-256-djl.json"
-    results="bench/train/target/RESULTS-transformer.md"
-    {
-        echo "Command: \`$command_line\` (THREADS=$threads, STEPS=$steps), started $started, ended $(date -u '+%Y-%m-%d %H:%M UTC')."
-        echo "Machine: $(nproc) cores (nproc), $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'),"
-        echo "$(grep -qw avx512_bf16 /proc/cpuinfo && echo 'with' || echo 'no') avx512_bf16;"
-        echo "code at $revision; load average at the start $load_start, at the end $(cut -d' ' -f1-3 /proc/loadavg)."
-        echo
-        "$python" bench/train/memory_summary.py --dir "$out"
-    } > "$results"
-    cat "$results"
+    write_memory_results bench/train/target/RESULTS-transformer.md "THREADS=$threads, STEPS=$steps"
     exit 0
 fi
 if $checkpointing; then

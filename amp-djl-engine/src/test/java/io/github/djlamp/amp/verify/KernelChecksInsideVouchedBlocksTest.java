@@ -79,13 +79,16 @@ class KernelChecksInsideVouchedBlocksTest {
     /** Not marked: trusted by the policy, with DJL's Conv2d. */
     public static final class TrustedUnit extends Unit {
         public TrustedUnit() {
-            super(
-                    Conv2d.builder()
-                            .setFilters(4)
-                            .setKernelShape(new Shape(3, 3))
-                            .optPadding(new Shape(1, 1))
-                            .build());
+            super(conv3x3());
         }
+    }
+
+    private static Block conv3x3() {
+        return Conv2d.builder()
+                .setFilters(4)
+                .setKernelShape(new Shape(3, 3))
+                .optPadding(new Shape(1, 1))
+                .build();
     }
 
     /**
@@ -94,12 +97,7 @@ class KernelChecksInsideVouchedBlocksTest {
      */
     public static final class OpenBatchUnit extends Unit {
         public OpenBatchUnit() {
-            super(
-                    Conv2d.builder()
-                            .setFilters(4)
-                            .setKernelShape(new Shape(3, 3))
-                            .optPadding(new Shape(1, 1))
-                            .build());
+            super(conv3x3());
         }
 
         @Override

@@ -140,21 +140,11 @@ class KernelVerifierTest {
      */
     @Test
     void aKernelWrongInTheLastSampleIsFound() {
-        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
-            KernelVerdict verdict =
-                    Layers.check(
-                            AmpBackends.forManager(manager),
-                            WrongLowPrecisionConv2d.wrongInLastSample(8, 3, 1),
-                            new Shape(13, 4, 6, 6),
-                            Precision.BF16,
-                            BOTH,
-                            manager);
-            assertEquals(
-                    KernelVerdict.Outcome.FP32_FALLBACK, verdict.getOutcome(), verdict.toString());
-            assertTrue(
-                    verdict.getFindings().get(0).startsWith("channels-last: output "),
-                    verdict.toString());
-        }
+        KernelVerdict verdict =
+                fallbackOnThirteenSamples(WrongLowPrecisionConv2d.wrongInLastSample(8, 3, 1));
+        assertTrue(
+                verdict.getFindings().get(0).startsWith("channels-last: output "),
+                verdict.toString());
     }
 
     /**
@@ -164,22 +154,29 @@ class KernelVerifierTest {
      */
     @Test
     void anInputGradientLeakingIntoOtherSamplesIsFound() {
+        KernelVerdict verdict =
+                fallbackOnThirteenSamples(WrongInputGradientConv2d.leakingToNextSample(4, 3, 1));
+        assertTrue(
+                verdict.getFindings()
+                        .get(0)
+                        .startsWith("channels-last: input gradient non-zero in 3 of 13 rows"),
+                verdict.toString());
+    }
+
+    /** Checks a layer in bf16 on 13 samples of 4x6x6 (four sampled) and expects fp32. */
+    private static KernelVerdict fallbackOnThirteenSamples(Block block) {
         try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
             KernelVerdict verdict =
                     Layers.check(
                             AmpBackends.forManager(manager),
-                            WrongInputGradientConv2d.leakingToNextSample(4, 3, 1),
+                            block,
                             new Shape(13, 4, 6, 6),
                             Precision.BF16,
                             BOTH,
                             manager);
             assertEquals(
                     KernelVerdict.Outcome.FP32_FALLBACK, verdict.getOutcome(), verdict.toString());
-            assertTrue(
-                    verdict.getFindings()
-                            .get(0)
-                            .startsWith("channels-last: input gradient non-zero in 3 of 13 rows"),
-                    verdict.toString());
+            return verdict;
         }
     }
 

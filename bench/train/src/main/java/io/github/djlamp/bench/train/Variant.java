@@ -62,10 +62,7 @@ public enum Variant {
 
         @Override
         TrainingConfig configure(TrainingConfig config, Block wrapped) {
-            return Amp.configure(
-                    config,
-                    wrapped,
-                    options(FusedOptimizer.OFF).checkpointing(Checkpointing.stages()).build());
+            return checkpointed(config, wrapped, Checkpointing.stages());
         }
     },
     /**
@@ -82,10 +79,7 @@ public enum Variant {
 
         @Override
         TrainingConfig configure(TrainingConfig config, Block wrapped) {
-            return Amp.configure(
-                    config,
-                    wrapped,
-                    options(FusedOptimizer.OFF).checkpointing(Checkpointing.stages()).build());
+            return checkpointed(config, wrapped, Checkpointing.stages());
         }
     },
     /**
@@ -101,10 +95,7 @@ public enum Variant {
 
         @Override
         TrainingConfig configure(TrainingConfig config, Block wrapped) {
-            return Amp.configure(
-                    config,
-                    wrapped,
-                    options(FusedOptimizer.OFF).checkpointing(Checkpointing.auto()).build());
+            return checkpointed(config, wrapped, Checkpointing.auto());
         }
     },
     /** djl-amp, policy mixed_bfloat16, 16-bit activations in the layout DJL made them (NCHW). */
@@ -263,6 +254,12 @@ public enum Variant {
      */
     TrainingConfig configure(TrainingConfig config, Block wrapped) {
         return Amp.configure(config, wrapped, options(FusedOptimizer.OFF).build());
+    }
+
+    private static TrainingConfig checkpointed(
+            TrainingConfig config, Block wrapped, Checkpointing checkpointing) {
+        return Amp.configure(
+                config, wrapped, options(FusedOptimizer.OFF).checkpointing(checkpointing).build());
     }
 
     private static AmpOptions.Builder options(FusedOptimizer fused) {
