@@ -47,7 +47,7 @@ import java.util.function.Supplier;
 public final class CheckpointTape {
 
     /** How many values of an output the first recomputation's check compares at once. */
-    private static final long COMPARED_AT_ONCE = 1L << 20;
+    private static final long COMPARED_AT_ONCE = 1L << 18;
 
     /** One segment's run in a forward pass. */
     private record Run(
