@@ -23,6 +23,9 @@ final class Fp32FallbackWarning {
     // under the wrapper's name, where a user configuring djl-amp's logging looks for it
     private static final Logger logger = LoggerFactory.getLogger(MixedPrecisionBlock.class);
 
+    /** The reason a plan gives a block whose category an override of the policy set. */
+    private static final String OVERRIDE = "override";
+
     private Fp32FallbackWarning() {}
 
     /**
@@ -97,11 +100,22 @@ final class Fp32FallbackWarning {
     }
 
     /** The one-line change that helps the unit with the most fp32 arithmetic. */
-    private static String advice(ModelPlan plan, List<ArithmeticShare.Unit> fp32) {
+    static String advice(ModelPlan plan, List<ArithmeticShare.Unit> fp32) {
         BlockPlan planned = fp32.isEmpty() ? null : plan.get(pathOf(fp32.get(0)));
         Block first = planned == null ? null : planned.getBlock();
         if (first == null) {
             return "";
+        }
+        if (planned.getCategory() == CastCategory.FP32
+                && planned.getPolicyCategory() == CastCategory.FP32
+                && OVERRIDE.equals(planned.getReason())) {
+            return "'"
+                    + (planned.getPath().isEmpty() ? "root" : planned.getPath())
+                    + "' runs in fp32 because an override in the policy \""
+                    + plan.getPolicy()
+                    + "\" says so: remove that override to compute it in "
+                    + plan.getPolicy().getComputePrecision().canonicalName()
+                    + ".";
         }
         if (first instanceof RecurrentBlock) {
             return "DJL's LSTM and RNN compute in 16 bits under the engine's own autocast where the"
