@@ -39,8 +39,8 @@ import org.junit.jupiter.api.Test;
  */
 class PlanAgreementTest {
 
-    /** A block of the user's own with a forward djl-amp cannot see: fp32 by default. */
-    static final class Opaque extends AbstractBlock {
+    /** A block of the user's own that hands its input on; each kind below is a class of its own. */
+    abstract static class Identity extends AbstractBlock {
         @Override
         protected NDList forwardInternal(
                 ParameterStore store, NDList inputs, boolean training, PairList<String, Object> p) {
@@ -52,34 +52,15 @@ class PlanAgreementTest {
             return inputShapes;
         }
     }
+
+    /** A block of the user's own with a forward djl-amp cannot see: fp32 by default. */
+    static final class Opaque extends Identity {}
 
     /** A block the (test's) engine runs under its own autocast. */
-    static final class EngineCode extends AbstractBlock {
-        @Override
-        protected NDList forwardInternal(
-                ParameterStore store, NDList inputs, boolean training, PairList<String, Object> p) {
-            return inputs;
-        }
-
-        @Override
-        public Shape[] getOutputShapes(Shape[] inputShapes) {
-            return inputShapes;
-        }
-    }
+    static final class EngineCode extends Identity {}
 
     /** A block of the user's own the policy trusts. */
-    static final class Vouched extends AbstractBlock {
-        @Override
-        protected NDList forwardInternal(
-                ParameterStore store, NDList inputs, boolean training, PairList<String, Object> p) {
-            return inputs;
-        }
-
-        @Override
-        public Shape[] getOutputShapes(Shape[] inputShapes) {
-            return inputShapes;
-        }
-    }
+    static final class Vouched extends Identity {}
 
     private static Block model() {
         return new SequentialBlock()
