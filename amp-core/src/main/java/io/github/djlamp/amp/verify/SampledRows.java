@@ -9,6 +9,7 @@ import ai.djl.nn.Block;
 import ai.djl.nn.convolutional.Convolution;
 import java.util.Arrays;
 import java.util.TreeSet;
+import java.util.stream.LongStream;
 
 /**
  * The rows of a layer's input (its samples: axis 0, along which a convolution or linear layer
@@ -100,7 +101,7 @@ final class SampledRows {
      * @return the indices of such rows, ascending
      */
     long[] nonZeroOutside(float[] rowMaxima) {
-        return java.util.stream.LongStream.range(0, rowMaxima.length)
+        return LongStream.range(0, rowMaxima.length)
                 .filter(row -> rowMaxima[(int) row] != 0 && Arrays.binarySearch(rows, row) < 0)
                 .toArray();
     }

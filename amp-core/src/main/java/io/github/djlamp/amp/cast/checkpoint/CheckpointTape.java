@@ -6,6 +6,7 @@ import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.index.NDIndex;
 import ai.djl.ndarray.types.DataType;
+import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Parameter;
 import ai.djl.util.PairList;
 import io.github.djlamp.amp.exception.AmpException;
@@ -380,29 +381,25 @@ public final class CheckpointTape {
         NDArray flatAgain = again.reshape(-1);
         flatAgain.attach(comparison);
         long size = flatFirst.size();
-        double magnitudeSum = 0;
-        if (precision != Precision.FP32) {
-            for (long at = 0; at < size; at += COMPARED_AT_ONCE) {
-                try (NDManager chunk = comparison.newSubManager()) {
-                    NDArray a = piece(flatFirst, at, size, backend, chunk);
-                    magnitudeSum += a.abs().sum().getFloat();
-                }
-            }
-        }
-        float mean = (float) (magnitudeSum / Math.max(1, size));
-        long differing = 0;
-        float largest = 0;
+        // one host read per output when it reproduces: the count, summed on the device
+        NDArray mean =
+                precision == Precision.FP32
+                        ? null
+                        : meanMagnitude(flatFirst, size, backend, comparison);
+        NDArray slack = mean == null ? null : mean.div(8);
+        NDArray differingCount = comparison.zeros(new Shape(), DataType.INT64);
         for (long at = 0; at < size; at += COMPARED_AT_ONCE) {
             try (NDManager chunk = comparison.newSubManager()) {
                 NDArray a = piece(flatFirst, at, size, backend, chunk);
                 NDArray b = piece(flatAgain, at, size, backend, chunk);
-                NDArray same = reproduces(a, b, precision, mean);
-                if (!same.all().getBoolean()) {
-                    differing += same.logicalNot().toType(DataType.INT64, false).sum().getLong();
-                    largest = Math.max(largest, a.sub(b).abs().max().getFloat());
-                }
+                differingCount.addi(
+                        reproduces(a, b, precision, slack)
+                                .logicalNot()
+                                .toType(DataType.INT64, false)
+                                .sum());
             }
         }
+        long differing = differingCount.getLong();
         if (differing > 0) {
             throw new AmpException(
                     "checkpointing: the recomputation of the checkpointed segment '"
@@ -415,10 +412,12 @@ public final class CheckpointTape {
                                             + " their mean magnitude is %.3g)",
                                     differing,
                                     size,
-                                    largest,
-                                    precision == Precision.FP32
-                                            ? meanMagnitude(flatFirst, size, backend, comparison)
-                                            : mean)
+                                    largestDifference(flatFirst, flatAgain, size, backend),
+                                    (mean != null
+                                                    ? mean
+                                                    : meanMagnitude(
+                                                            flatFirst, size, backend, comparison))
+                                            .getFloat())
                             + ", so the gradients would not be the forward"
                             + " pass's. Its forward draws random numbers (Dropout.dropout"
                             + " or a random array in a block's own forward) or is not"
@@ -439,31 +438,47 @@ public final class CheckpointTape {
         return backend.cast(slice, Precision.FP32, MemoryLayout.CONTIGUOUS, chunk);
     }
 
-    private static float meanMagnitude(
+    /** The mean absolute value of a flat array, as an fp32 scalar on {@code comparison}. */
+    private static NDArray meanMagnitude(
             NDArray flat, long size, AmpBackend backend, NDManager comparison) {
-        double sum = 0;
+        NDArray sum = comparison.zeros(new Shape(), DataType.FLOAT32);
         for (long at = 0; at < size; at += COMPARED_AT_ONCE) {
             try (NDManager chunk = comparison.newSubManager()) {
-                sum += piece(flat, at, size, backend, chunk).abs().sum().getFloat();
+                sum.addi(piece(flat, at, size, backend, chunk).abs().sum());
             }
         }
-        return (float) (sum / Math.max(1, size));
+        return sum.divi(Math.max(1, size));
+    }
+
+    /** The largest difference of two flat arrays, for the refusal's message. */
+    private static float largestDifference(
+            NDArray first, NDArray again, long size, AmpBackend backend) {
+        float largest = 0;
+        for (long at = 0; at < size; at += COMPARED_AT_ONCE) {
+            try (NDManager chunk = first.getManager().newSubManager()) {
+                NDArray a = piece(first, at, size, backend, chunk);
+                NDArray b = piece(again, at, size, backend, chunk);
+                largest = Math.max(largest, a.sub(b).abs().max().getFloat());
+            }
+        }
+        return largest;
     }
 
     /**
      * Whether {@code again} reproduces {@code first}, element by element (NaN where NaN was): bit
      * for bit in fp32. In 16 bits a multi-threaded kernel may round a recomputation otherwise than
      * the forward (seen: DJL's transformer blocks in emulated bf16 on two threads, now and then),
-     * so there an element reproduces unless it moved by more than half of itself plus 1/8 of the
-     * mean magnitude of the whole output: what a dropped value does, and rounding does not.
+     * so there an element reproduces unless it moved by more than half of itself plus {@code
+     * slack}, 1/8 of the mean magnitude of the whole output: what a dropped value does, and
+     * rounding does not.
      */
     private static NDArray reproduces(
-            NDArray first, NDArray again, Precision precision, float meanMagnitude) {
+            NDArray first, NDArray again, Precision precision, NDArray slack) {
         NDArray nan = first.isNaN().logicalAnd(again.isNaN());
         if (precision == Precision.FP32) {
             return first.eq(again).logicalOr(nan);
         }
-        NDArray bound = first.abs().mul(0.5f).add(meanMagnitude / 8);
+        NDArray bound = first.abs().mul(0.5f).add(slack);
         return first.sub(again).abs().lte(bound).logicalOr(nan);
     }
 
