@@ -13,11 +13,14 @@ import java.util.Map;
 /**
  * DJL's {@link ScaledDotProductAttentionBlock} run layer by layer, as PyTorch's autocast runs
  * attention: the four projections as their stages decide (16 bits by default), the two attention
- * products in the precision of the projections, and the softmax and its dropout in fp32, so that no
- * 16-bit array reaches DJL's softmax (which terminates the JVM on a bf16 array). The arithmetic is
- * DJL's, step for step: in fp32 the result is bitwise DJL's.
+ * products in the precision of the projections (each 16-bit product checked against fp32 at the
+ * first use of its signature, and run in fp32 where it is wrong), and the softmax and its dropout
+ * in fp32, so that no 16-bit array reaches DJL's softmax (which terminates the JVM on a bf16
+ * array). The arithmetic is DJL's, step for step: in fp32 the result is bitwise DJL's.
  */
 final class AttentionShadow extends MirroredComposite {
+
+    private static final String PRODUCTS = "(attention products)";
 
     private final long embeddingSize;
     private final long headCount;
@@ -91,14 +94,19 @@ final class AttentionShadow extends MirroredComposite {
         NDList valueHeads = products(store, heads(values.head(), b, from, n, h));
         release.closeConsumed(new NDList(keys).addAll(queries).addAll(values), inputs);
 
-        store.recordProduct(
-                path,
-                "(attention products)",
-                lowProducts ? store.computePrecision() : Precision.FP32,
-                2 * 2 * b * n * to * from * h);
-        NDArray scores = queryHeads.head().matMul(keyHeads.head().transpose(0, 1, 3, 2));
+        NDArray transposedKeys = keyHeads.head().transpose(0, 1, 3, 2);
+        NDArray scores =
+                product(
+                        store,
+                        "attention scores",
+                        queryHeads.head(),
+                        transposedKeys,
+                        training,
+                        inputs);
+        boolean lowScores = ranLow(store, scores);
         NDArray scaled = scores.mul(scores.getManager().create(1f / (float) Math.sqrt(h)));
-        release.closeConsumed(new NDList(scores).addAll(queryHeads).addAll(keyHeads), inputs);
+        release.closeConsumed(
+                new NDList(scores, transposedKeys).addAll(queryHeads).addAll(keyHeads), inputs);
         if (mask != null) {
             NDArray masked = scaled.add(maskOffset(mask, b, to, from));
             release.closeConsumed(new NDList(scaled), inputs);
@@ -112,13 +120,58 @@ final class AttentionShadow extends MirroredComposite {
         NDList weights = products(store, dropped);
         release.closeConsumed(new NDList(probabilities).addAll(dropped), inputs, weights);
 
-        NDArray attended = weights.head().matMul(valueHeads.head());
+        NDArray attended =
+                product(
+                        store,
+                        "attention-weighted values",
+                        weights.head(),
+                        valueHeads.head(),
+                        training,
+                        inputs);
+        // both products in the compute precision, or the share counts them as fp32
+        boolean lowBoth = lowScores && ranLow(store, attended);
+        store.recordProduct(
+                path,
+                PRODUCTS,
+                lowBoth ? store.computePrecision() : Precision.FP32,
+                2 * 2 * b * n * to * from * h);
         NDArray embeddings = attended.transpose(0, 2, 1, 3).reshape(b, to, e);
         release.closeConsumed(
                 new NDList(weights).addAll(valueHeads).addAll(new NDList(attended)), inputs);
         NDList projected = resultProjection.forward(store, new NDList(embeddings), training, null);
         release.closeConsumed(new NDList(embeddings), inputs, projected);
         return projected;
+    }
+
+    /**
+     * {@code left.matMul(right)} in the operands' precision, or in fp32 where the kernel check of
+     * this 16-bit product's signature found it wrong (the operands' fp32 copies go at once: the
+     * product's backward keeps what it needs).
+     */
+    private NDArray product(
+            CastingParameterStore store,
+            String what,
+            NDArray left,
+            NDArray right,
+            boolean training,
+            NDList inputs) {
+        if (!lowProducts || store.productRunsLow(productsPath(), what, left, right, training)) {
+            return left.matMul(right);
+        }
+        NDList fp32 = store.toFp32(new NDList(left, right));
+        NDArray result = fp32.get(0).matMul(fp32.get(1));
+        release.closeConsumed(fp32, inputs, new NDList(left, right));
+        return result;
+    }
+
+    /** The products' unit, as the precision summary and the arithmetic share name it. */
+    private String productsPath() {
+        return path.isEmpty() ? PRODUCTS : path + " " + PRODUCTS;
+    }
+
+    private static boolean ranLow(CastingParameterStore store, NDArray result) {
+        Precision precision = store.backend().precisionOf(result);
+        return precision != null && precision.isReduced();
     }
 
     /** (B, S, E) to (B, N, S, H), as DJL makes the heads. */

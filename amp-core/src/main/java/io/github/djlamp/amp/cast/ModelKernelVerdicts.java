@@ -12,9 +12,9 @@ import java.util.List;
 import java.util.Set;
 
 /**
- * The kernel checks' verdicts that concern one model: those of its precisions whose layer paths
- * include one of its layers. Verdicts are kept per process and shared by every model whose layers
- * have the same signature.
+ * The kernel checks' verdicts that concern one model: those of its precisions whose paths include
+ * one of its layers or a unit of one (its attention products). Verdicts are kept per process and
+ * shared by every model whose layers have the same signature.
  */
 final class ModelKernelVerdicts {
 
@@ -30,13 +30,25 @@ final class ModelKernelVerdicts {
                 continue; // another model's, of the same layer names, in another precision
             }
             for (String path : verdict.getPaths()) {
-                if (paths.contains(path)) {
+                if (paths.contains(path) || paths.contains(blockOf(path))) {
                     mine.add(verdict);
                     break;
                 }
             }
         }
         return mine;
+    }
+
+    /**
+     * The block of a unit that is part of one, as the summary names it: {@code "a/b (attention
+     * products)"} is block {@code "a/b"}'s, {@code "(attention products)"} the root's.
+     */
+    private static String blockOf(String unit) {
+        int part = unit.lastIndexOf('(');
+        if (part < 0 || !unit.endsWith(")")) {
+            return unit;
+        }
+        return part == 0 ? "root" : unit.substring(0, part).stripTrailing();
     }
 
     private static void collectPaths(Block block, String path, Set<String> paths) {

@@ -176,9 +176,75 @@ public final class KernelVerifier {
                         });
         boolean newPath = verdict.addPath(path);
         if (verdict.isDefectFound() && (created[0] || newPath)) {
-            report(verdict, path.isEmpty() ? "root" : path, created[0]);
+            report(verdict, path.isEmpty() ? "root" : path, created[0], "layer");
         }
         return verdict;
+    }
+
+    /**
+     * Returns the verdict for a 16-bit batched matrix product of two activations, {@code
+     * left.matMul(right)} (attention's two products), checking it first if no product of this
+     * process has run that signature yet. A failure is logged as one WARN per signature, and the
+     * product then runs in fp32.
+     *
+     * @param path where the product is in the model, for the report
+     * @param what which product, for the report (for example "attention scores")
+     * @param left the left operand, (..., M, K), any precision
+     * @param right the right operand, (..., K, N), with the same leading axes
+     * @param precision the 16-bit precision to check
+     * @param gradients whether the operands' gradients are computed, so their kernels are checked
+     * @return the verdict
+     */
+    public KernelVerdict productVerdict(
+            String path,
+            String what,
+            NDArray left,
+            NDArray right,
+            Precision precision,
+            boolean gradients) {
+        Device device = left.getDevice();
+        String operation = productOperation(what, right.getShape());
+        String key = productKey(backend, operation, left.getShape(), device, precision, gradients);
+        boolean[] created = new boolean[1];
+        KernelVerdict verdict =
+                KernelVerdicts.computeIfAbsent(
+                        key,
+                        () -> {
+                            created[0] = true;
+                            checksRun.set(true);
+                            return new ProductCheck(backend)
+                                    .check(operation, left, right, gradients, precision);
+                        });
+        boolean newPath = verdict.addPath(path);
+        if (verdict.isDefectFound() && (created[0] || newPath)) {
+            report(verdict, path.isEmpty() ? "root" : path, created[0], "product");
+        }
+        return verdict;
+    }
+
+    static String productOperation(String what, Shape right) {
+        return "MatMul (" + what + ", right operand " + right + ")";
+    }
+
+    /** The signature of a product's verdict: one check per signature for the process's life. */
+    static String productKey(
+            AmpBackend backend,
+            String operation,
+            Shape left,
+            Device device,
+            Precision precision,
+            boolean gradients) {
+        return System.identityHashCode(backend)
+                + "|"
+                + operation
+                + "|"
+                + left
+                + "|"
+                + device
+                + "|"
+                + precision
+                + "|"
+                + gradients;
     }
 
     /**
@@ -191,7 +257,7 @@ public final class KernelVerifier {
         return checksRun.getAndSet(false);
     }
 
-    private void report(KernelVerdict verdict, String path, boolean first) {
+    private void report(KernelVerdict verdict, String path, boolean first, String what) {
         if (!first) {
             logger.info(
                     "djl-amp: '{}' has the signature of a kernel found wrong before; it runs {}",
@@ -202,7 +268,7 @@ public final class KernelVerifier {
         String now =
                 switch (verdict.getOutcome()) {
                     case OTHER_LAYOUT -> "it now runs in " + verdict.describeChoice();
-                    case FP32_FALLBACK -> "this layer now runs in fp32 at this shape";
+                    case FP32_FALLBACK -> "this " + what + " now runs in fp32 at this shape";
                     case PLATFORM_UNSOUND ->
                             "fp32 itself is wrong here, so no fallback helps: the platform is"
                                     + " unsound. On a CPU, restart the JVM with "
@@ -248,13 +314,13 @@ public final class KernelVerifier {
             NDArray detachedInput = input.stopGradient();
             detachedInput.attach(scratch);
             NDList reference = new NDList();
-            reference.add(rounded(rows.take(detachedInput), precision, scratch));
+            reference.add(rounded(backend, rows.take(detachedInput), precision, scratch));
             for (Parameter parameter : order) {
-                reference.add(rounded(parameters.get(parameter), precision, scratch));
+                reference.add(rounded(backend, parameters.get(parameter), precision, scratch));
             }
             Shape outputShape = block.getOutputShapes(new Shape[] {sampledShape})[0];
             NDArray unrounded = cotangent(outputShape, scratch);
-            NDArray cotangent = rounded(unrounded, precision, scratch);
+            NDArray cotangent = rounded(backend, unrounded, precision, scratch);
             unrounded.close();
             Function<NDList, NDArray> layer = leaves -> forward(block, order, leaves, scratch);
             NDList expected;
@@ -319,7 +385,10 @@ public final class KernelVerifier {
                                     low,
                                     lowCotangent,
                                     attempt);
-                    failure = gradientOutsideSampledRows(actual.get(1), rows, inputGradient);
+                    failure =
+                            inputGradient
+                                    ? rows.gradientOutside(actual.get(1), "input gradient", backend)
+                                    : null;
                     if (failure == null) {
                         actual.set(1, rows.take(actual.get(1)));
                         failure =
@@ -365,31 +434,6 @@ public final class KernelVerifier {
         }
     }
 
-    /**
-     * Returns what is wrong with a 16-bit input gradient outside the sampled rows, where the
-     * cotangent is zero and a right kernel gives exactly zero, or null.
-     */
-    private String gradientOutsideSampledRows(
-            NDArray inputGradient, SampledRows rows, boolean checked) {
-        if (!checked || rows.isAll()) {
-            return null;
-        }
-        float[] rowMaxima =
-                backend.readFloats(
-                        inputGradient.abs().reshape(rows.total(), -1).max(new int[] {1}));
-        long[] wrong = rows.nonZeroOutside(rowMaxima);
-        if (wrong.length == 0) {
-            return null;
-        }
-        return "input gradient non-zero in "
-                + wrong.length
-                + " of "
-                + rows.total()
-                + " rows whose cotangent is zero (the check's cotangent reaches "
-                + rows
-                + ")";
-    }
-
     private static KernelVerdict verdict(
             Block block,
             String operation,
@@ -421,7 +465,8 @@ public final class KernelVerifier {
      * Returns {@code array} rounded to {@code precision} and back to fp32, on {@code scratch}; what
      * it takes on the way goes at once (for a layer's input, as large as the input).
      */
-    private NDArray rounded(NDArray array, Precision precision, NDManager scratch) {
+    static NDArray rounded(
+            AmpBackend backend, NDArray array, Precision precision, NDManager scratch) {
         try (NDManager way = scratch.newSubManager()) {
             NDArray detached = array.stopGradient();
             detached.attach(way);
@@ -437,7 +482,7 @@ public final class KernelVerifier {
      * inverse, made without the engine's random generator so that a check changes no random draw of
      * the user's. Only the result stays on {@code scratch}.
      */
-    private static NDArray cotangent(Shape shape, NDManager scratch) {
+    static NDArray cotangent(Shape shape, NDManager scratch) {
         try (NDManager way = scratch.newSubManager()) {
             NDArray steps = way.arange(0f, (float) shape.size(), 1f).mul(0.7548776662466927f);
             NDArray result = steps.sub(steps.floor()).mul(2f).sub(1f).reshape(shape);

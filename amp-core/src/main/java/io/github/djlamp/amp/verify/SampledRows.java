@@ -7,6 +7,7 @@ import ai.djl.ndarray.index.NDIndex;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Block;
 import ai.djl.nn.convolutional.Convolution;
+import io.github.djlamp.amp.spi.AmpBackend;
 import java.util.Arrays;
 import java.util.TreeSet;
 import java.util.stream.LongStream;
@@ -51,6 +52,22 @@ final class SampledRows {
                         ? input.dimension()
                                 == ((Convolution) block).getKernelShape().dimension() + 2
                         : input.dimension() > 1;
+        return sample(batched, input);
+    }
+
+    /**
+     * Returns the rows to sample of an operand of a batched matrix product (axis 0 of an operand of
+     * three or more axes: each of its matrices is multiplied with the other operand's matrix at the
+     * same index); every row where it has no more than {@link #COUNT}, or no batch axis.
+     *
+     * @param operand the shape of the product's left operand
+     * @return the rows
+     */
+    static SampledRows ofProduct(Shape operand) {
+        return sample(operand.dimension() > 2, operand);
+    }
+
+    private static SampledRows sample(boolean batched, Shape input) {
         long total = batched ? input.get(0) : 1;
         if (!batched || total <= COUNT) {
             return new SampledRows(total, null);
@@ -104,6 +121,35 @@ final class SampledRows {
         return LongStream.range(0, rowMaxima.length)
                 .filter(row -> rowMaxima[(int) row] != 0 && Arrays.binarySearch(rows, row) < 0)
                 .toArray();
+    }
+
+    /**
+     * Returns what is wrong with a 16-bit gradient outside the sampled rows, where the check's
+     * cotangent is zero and a right kernel gives exactly zero, or null.
+     *
+     * @param gradient the gradient of an array whose axis 0 is the sampled one, at its full shape
+     * @param what what the gradient is, for the message
+     * @param backend reads the rows' largest values on the host
+     * @return the finding, or null
+     */
+    String gradientOutside(NDArray gradient, String what, AmpBackend backend) {
+        if (isAll()) {
+            return null;
+        }
+        float[] rowMaxima =
+                backend.readFloats(gradient.abs().reshape(total, -1).max(new int[] {1}));
+        long[] wrong = nonZeroOutside(rowMaxima);
+        if (wrong.length == 0) {
+            return null;
+        }
+        return what
+                + " non-zero in "
+                + wrong.length
+                + " of "
+                + total
+                + " rows whose cotangent is zero (the check's cotangent reaches "
+                + this
+                + ")";
     }
 
     /**

@@ -25,8 +25,12 @@ import io.github.djlamp.amp.cast.ArithmeticShare;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
 import io.github.djlamp.amp.cast.PrecisionSummary;
 import io.github.djlamp.amp.policy.CastCategory;
+import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
+import io.github.djlamp.amp.spi.AmpBackend;
+import io.github.djlamp.amp.spi.AmpBackends;
 import io.github.djlamp.amp.verify.KernelVerdict;
+import io.github.djlamp.amp.verify.WrongProductVerdicts;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -153,6 +157,72 @@ class TransformerLayerByLayerTest {
         assertCloseToFp32("mixed_float16", 0.01, 0.15);
     }
 
+    /**
+     * Where the kernel check finds a 16-bit attention product wrong (recorded here as a broken
+     * platform would make it), both products run in fp32: the summary and the arithmetic share say
+     * so, and the gradients come closer to fp32's (bf16: 4.3% against 8.4% with the products in
+     * bf16), since the products make about half of the 16-bit error. Without the fallback the wrong
+     * product's result would be used.
+     */
+    @Test
+    void attentionProductsFoundWrongRunInFp32() {
+        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+            NDList inputs = inputs(manager, false);
+            SequentialBlock model = initialized(manager, inputs);
+            Run fp32 = train(model, model, inputs, manager);
+            WrongProductVerdicts.forgetAll();
+            double checked = gradientError(fp32, train(bf16(model), model, inputs, manager));
+
+            WrongProductVerdicts.forgetAll();
+            try {
+                // (batch 4, 2 heads, 8 tokens, head size 8): both products multiply 8x8 matrices
+                Shape heads = new Shape(4, 2, 8, 8);
+                AmpBackend backend = AmpBackends.forManager(manager);
+                WrongProductVerdicts.record(
+                        backend, "attention scores", heads, heads, Precision.BF16);
+                WrongProductVerdicts.record(
+                        backend, "attention-weighted values", heads, heads, Precision.BF16);
+                MixedPrecisionBlock wrapped = bf16(model);
+                Run fellBack = train(wrapped, model, inputs, manager);
+                double fallback = gradientError(fp32, fellBack);
+                System.out.printf(
+                        "bf16 gradients' relative error: products checked %.4f, products in fp32"
+                                + " %.4f%n",
+                        checked, fallback);
+                assertTrue(
+                        fallback < 0.7 * checked,
+                        "products in fp32: " + fallback + ", in bf16: " + checked);
+
+                String unit = "01TransformerEncoderBlock/01selfAttention (attention products)";
+                PrecisionSummary summary = wrapped.getPrecisionSummary(Device.cpu(), manager);
+                PrecisionSummary.Row row =
+                        summary.getRows().stream()
+                                .filter(r -> r.getPath().equals(unit))
+                                .findFirst()
+                                .orElseThrow();
+                assertEquals(CastCategory.FP32, row.getCategory(), summary.toString());
+                assertTrue(row.getReason().contains("FP32_FALLBACK"), row.getReason());
+                ArithmeticShare share = wrapped.getArithmeticShare(Device.cpu());
+                for (ArithmeticShare.Unit counted : share.getUnits()) {
+                    if (counted.getPath().endsWith("(attention products)")) {
+                        assertEquals(Precision.FP32, counted.getPrecision(), counted.toString());
+                    }
+                }
+                assertTrue(share.getLowShare() < 1, share.toString());
+            } finally {
+                WrongProductVerdicts.forgetAll(); // the other tests check the products again
+            }
+        }
+    }
+
+    private static MixedPrecisionBlock bf16(Block model) {
+        return new MixedPrecisionBlock(model, PrecisionPolicy.parse("mixed_bfloat16"));
+    }
+
+    private static double gradientError(Run expected, Run actual) {
+        return relativeError(concatenated(expected.gradients), concatenated(actual.gradients));
+    }
+
     private static float[] concatenated(Map<String, float[]> gradients) {
         int n = 0;
         for (float[] g : gradients.values()) {
@@ -230,6 +300,10 @@ class TransformerLayerByLayerTest {
             assertTrue(
                     checked.contains("02TransformerEncoderBlock/01selfAttention/02queryProjection"),
                     "the projections ran in 16 bits, each checked at first use: " + checked);
+            assertTrue(
+                    checked.contains(
+                            "02TransformerEncoderBlock/01selfAttention (attention products)"),
+                    "the attention products ran in 16 bits, checked at first use: " + checked);
         }
     }
 

@@ -1,28 +1,20 @@
 package io.github.djlamp.amp.verify;
 
-import ai.djl.Device;
 import ai.djl.ndarray.NDArray;
-import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.spi.AmpBackend;
-import io.github.djlamp.amp.spi.DeviceCapabilities;
-import io.github.djlamp.amp.spi.DeviceScaleState;
-import io.github.djlamp.amp.spi.DynamicScaleSettings;
-import io.github.djlamp.amp.spi.FusedOptimizerStep;
 import io.github.djlamp.amp.spi.MemoryLayout;
 import java.util.EnumSet;
 import java.util.Set;
-import java.util.function.Function;
 
 /**
  * A test double of the engine layer whose 16-bit route is wrong for images of one channel count in
  * some memory layouts (their values arrive 1.5 times too large), as oneDNN's bf16 kernels were
  * wrong on some machines for such shapes; everything else is the real engine layer's.
  */
-final class WrongLayoutBackend implements AmpBackend {
+final class WrongLayoutBackend extends ForwardingBackend {
 
-    private final AmpBackend real;
     private final Set<MemoryLayout> wrong;
     private final long channels;
 
@@ -42,7 +34,7 @@ final class WrongLayoutBackend implements AmpBackend {
      * small-channel bf16 kernels are wrong use 8 or more, where those platforms were right.
      */
     WrongLayoutBackend(AmpBackend real, Set<MemoryLayout> wrong, long channels) {
-        this.real = real;
+        super(real);
         this.wrong = wrong;
         this.channels = channels;
     }
@@ -58,87 +50,5 @@ final class WrongLayoutBackend implements AmpBackend {
             return real.cast(array.mul(1.5f), target, layout, manager);
         }
         return real.cast(array, target, layout, manager);
-    }
-
-    @Override
-    public String getEngineName() {
-        return real.getEngineName();
-    }
-
-    @Override
-    public Precision precisionOf(NDArray array) {
-        return real.precisionOf(array);
-    }
-
-    @Override
-    public void unscaleAndCheck(NDList gradients, NDArray foundInf, NDArray invScale) {
-        real.unscaleAndCheck(gradients, foundInf, invScale);
-    }
-
-    @Override
-    public float readFloat(NDArray array) {
-        return real.readFloat(array);
-    }
-
-    @Override
-    public float[] readFloats(NDArray array) {
-        return real.readFloats(array);
-    }
-
-    @Override
-    public void fusedStep(FusedOptimizerStep step) {
-        real.fusedStep(step);
-    }
-
-    @Override
-    public void copy(NDList destinations, NDList sources) {
-        real.copy(destinations, sources);
-    }
-
-    @Override
-    public void restoreWhere(NDList live, NDList saved, NDArray foundInf) {
-        real.restoreWhere(live, saved, foundInf);
-    }
-
-    @Override
-    public void zero(NDList arrays) {
-        real.zero(arrays);
-    }
-
-    @Override
-    public void updateScale(
-            NDArray scale,
-            NDArray growthTracker,
-            NDArray foundInf,
-            double growthFactor,
-            double backoffFactor,
-            int growthInterval) {
-        real.updateScale(
-                scale, growthTracker, foundInf, growthFactor, backoffFactor, growthInterval);
-    }
-
-    @Override
-    public void updateScaleWithHysteresis(
-            DeviceScaleState state, NDArray foundInf, DynamicScaleSettings settings) {
-        real.updateScaleWithHysteresis(state, foundInf, settings);
-    }
-
-    @Override
-    public NDList valueAndGradients(
-            Function<NDList, NDArray> function,
-            NDList inputs,
-            NDArray cotangent,
-            NDManager resultManager) {
-        return real.valueAndGradients(function, inputs, cotangent, resultManager);
-    }
-
-    @Override
-    public DeviceCapabilities capabilities(Device device) {
-        return real.capabilities(device);
-    }
-
-    @Override
-    public void requireDjlSafe(NDArray array, String operation) {
-        real.requireDjlSafe(array, operation);
     }
 }
