@@ -176,11 +176,7 @@ final class ShadowTree {
         if (planned.getStrategy() == BlockPlan.Strategy.STAGE) {
             requireBf16Safe(block, path, category, planned.getBf16Hazard(), policy);
             return new PrecisionStage(
-                    block,
-                    category,
-                    path,
-                    release,
-                    TrustBreadcrumb.of(block, path, category, policy));
+                    block, category, path, release, TrustBreadcrumb.of(planned, policy));
         }
         List<Block> children = new ArrayList<>();
         Map<String, Block> named = new LinkedHashMap<>();
