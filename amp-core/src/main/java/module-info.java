@@ -4,10 +4,11 @@
  * for custom loops, kernel verification, the alignment report, and the SPI an engine implements.
  *
  * <p>Not exported: {@code cast.internal}, what the casting wrapper shares with the trainer glue,
- * and {@code cast.checkpoint}, the activation checkpointing inside the wrapper. {@code internal}
- * ({@code DjlSeam}, every access past DJL's public API) is exported only to djl-amp's engine and
- * distributed modules. On the class path both are reachable, as every package is; neither is part
- * of the API.
+ * {@code cast.checkpoint}, the activation checkpointing inside the wrapper, and {@code
+ * cast.strategy}, the stages of the mirrored composites and of the engine's own autocast. {@code
+ * internal} ({@code DjlSeam}, every access past DJL's public API) is exported only to djl-amp's
+ * engine and distributed modules. On the class path they are reachable, as every package is; none
+ * is part of the API.
  */
 // DJL's api jar is an automatic module with a declared Automatic-Module-Name (ai.djl.api): the
 // name is stable, and the API here hands out its types (Block, NDArray, TrainingConfig).

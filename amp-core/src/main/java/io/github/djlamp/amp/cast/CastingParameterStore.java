@@ -13,6 +13,7 @@ import ai.djl.util.Pair;
 import io.github.djlamp.amp.cast.checkpoint.CheckpointSaving;
 import io.github.djlamp.amp.cast.checkpoint.SegmentStore;
 import io.github.djlamp.amp.cast.internal.WeightCastCache;
+import io.github.djlamp.amp.cast.strategy.StageStore;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.MemoryLayout;
@@ -29,7 +30,7 @@ import java.util.List;
  * BIAS parameters through it, cast to the compute precision; every other stage reads the trainer's
  * store directly.
  */
-final class CastingParameterStore extends ParameterStore implements SegmentStore {
+final class CastingParameterStore extends StageStore implements SegmentStore {
 
     private final ParameterStore delegate;
     private final AmpBackend backend;
@@ -53,7 +54,7 @@ final class CastingParameterStore extends ParameterStore implements SegmentStore
             MemoryLayout lowLayout,
             NDManager stepManager,
             KernelVerifier verifier) {
-        super(delegate.getManager(), false);
+        super(delegate.getManager());
         this.delegate = delegate;
         this.backend = backend;
         this.cache = cache;
@@ -76,7 +77,7 @@ final class CastingParameterStore extends ParameterStore implements SegmentStore
             boolean cachesWeights,
             boolean recomputedLater,
             CheckpointSaving saving) {
-        super(from.delegate.getManager(), false);
+        super(from.delegate.getManager());
         this.delegate = from.delegate;
         this.backend = from.backend;
         this.cache = from.cache;
@@ -97,14 +98,17 @@ final class CastingParameterStore extends ParameterStore implements SegmentStore
     }
 
     /** Records a stage's arithmetic where this forward counts it. */
-    void recordArithmetic(String path, Block block, Precision ran, NDList inputs, NDList outputs) {
+    @Override
+    public void recordArithmetic(
+            String path, Block block, Precision ran, NDList inputs, NDList outputs) {
         if (arithmetic != null) {
             arithmetic.record(path, block, ran, inputs, outputs);
         }
     }
 
     /** Records the arithmetic of a product that is not a layer's where this forward counts it. */
-    void recordProduct(String path, String what, Precision ran, long flops) {
+    @Override
+    public void recordProduct(String path, String what, Precision ran, long flops) {
         if (arithmetic != null) {
             arithmetic.recordProduct(path, what, ran, flops);
         }
@@ -322,7 +326,8 @@ final class CastingParameterStore extends ParameterStore implements SegmentStore
      * Counts the outputs of a layer that are not its inputs passed on, where this store estimates a
      * checkpointing saving.
      */
-    void countMade(NDList outputs, NDList inputs) {
+    @Override
+    public void countMade(NDList outputs, NDList inputs) {
         if (saving == null) {
             return;
         }
@@ -373,12 +378,14 @@ final class CastingParameterStore extends ParameterStore implements SegmentStore
      * Casts floating arrays to the compute precision in the layout they have: the operands of an
      * operation that is not a layer, such as an attention product.
      */
-    NDList toCompute(NDList arrays) {
+    @Override
+    public NDList toCompute(NDList arrays) {
         return castFloating(arrays, computePrecision, MemoryLayout.PRESERVE);
     }
 
     /** Casts floating arrays to contiguous fp32, safe for any DJL operation. */
-    NDList toFp32(NDList arrays) {
+    @Override
+    public NDList toFp32(NDList arrays) {
         return castFloating(arrays, Precision.FP32, MemoryLayout.CONTIGUOUS);
     }
 

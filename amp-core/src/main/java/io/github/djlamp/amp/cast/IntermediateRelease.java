@@ -6,6 +6,7 @@ import ai.djl.ndarray.NDManager;
 import ai.djl.nn.Block;
 import ai.djl.training.ParameterStore;
 import ai.djl.util.PairList;
+import io.github.djlamp.amp.cast.strategy.StageRelease;
 import java.util.Collections;
 import java.util.IdentityHashMap;
 import java.util.List;
@@ -34,7 +35,7 @@ import org.slf4j.LoggerFactory;
  * property is read once, when a block is wrapped ({@link #fromSystemProperty()}); the shadow tree
  * carries the setting, so a forward pass reads no property.
  */
-final class IntermediateRelease {
+final class IntermediateRelease implements StageRelease {
 
     /** The system property that turns the release off. */
     static final String PROPERTY = "djlamp.amp.releaseIntermediates";
@@ -117,7 +118,8 @@ final class IntermediateRelease {
      * @param consumed arrays made by this forward pass that were read and are not needed any more
      * @param keep lists whose arrays must stay open: what the caller handed in, what goes on
      */
-    void closeConsumed(NDList consumed, NDList... keep) {
+    @Override
+    public void closeConsumed(NDList consumed, NDList... keep) {
         closeConsumed(Collections.singletonList(consumed), keep);
     }
 

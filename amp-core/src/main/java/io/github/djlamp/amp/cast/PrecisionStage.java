@@ -9,6 +9,7 @@ import ai.djl.nn.Block;
 import ai.djl.training.ParameterStore;
 import ai.djl.util.Pair;
 import ai.djl.util.PairList;
+import io.github.djlamp.amp.cast.strategy.ShadowBlock;
 import io.github.djlamp.amp.policy.BlockPaths;
 import io.github.djlamp.amp.policy.CastCategory;
 import io.github.djlamp.amp.policy.Precision;

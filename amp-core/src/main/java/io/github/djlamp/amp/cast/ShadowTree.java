@@ -18,6 +18,11 @@ import ai.djl.util.PairList;
 import io.github.djlamp.amp.cast.checkpoint.CheckpointPlan;
 import io.github.djlamp.amp.cast.checkpoint.CheckpointTape;
 import io.github.djlamp.amp.cast.checkpoint.CheckpointedSegment;
+import io.github.djlamp.amp.cast.strategy.AttentionShadow;
+import io.github.djlamp.amp.cast.strategy.AutocastStage;
+import io.github.djlamp.amp.cast.strategy.BertPretrainingShadow;
+import io.github.djlamp.amp.cast.strategy.BertShadow;
+import io.github.djlamp.amp.cast.strategy.TransformerEncoderShadow;
 import io.github.djlamp.amp.exception.AmpException;
 import io.github.djlamp.amp.internal.DjlSeam;
 import io.github.djlamp.amp.policy.BlockPaths;
@@ -171,11 +176,7 @@ final class ShadowTree {
         if (planned.getStrategy() == BlockPlan.Strategy.STAGE) {
             requireBf16Safe(block, path, category, planned.getBf16Hazard(), policy);
             return new PrecisionStage(
-                    block,
-                    category,
-                    path,
-                    release,
-                    TrustBreadcrumb.of(block, path, category, policy));
+                    block, category, path, release, TrustBreadcrumb.of(planned, policy));
         }
         List<Block> children = new ArrayList<>();
         Map<String, Block> named = new LinkedHashMap<>();

@@ -2,12 +2,9 @@ package io.github.djlamp.amp.cast;
 
 import ai.djl.Device;
 import ai.djl.nn.Block;
-import ai.djl.util.Pair;
-import io.github.djlamp.amp.policy.BlockPaths;
+import io.github.djlamp.amp.policy.BlockPlan;
 import io.github.djlamp.amp.policy.CastCategory;
-import io.github.djlamp.amp.policy.DefaultCastRules;
 import io.github.djlamp.amp.policy.LowPrecisionSafe;
-import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
 import java.util.ArrayList;
 import java.util.List;
@@ -51,48 +48,32 @@ final class TrustBreadcrumb {
     /**
      * Returns the breadcrumb of a unit, or null when the unit does not compute in bf16 on anyone's
      * word: the policy computes in another precision, the unit runs in fp32, or everything in it is
-     * a block djl-amp's rules know (DJL's convolutions, linear layers, BatchNorm and the like).
+     * a block djl-amp's rules know (DJL's convolutions, linear layers, BatchNorm and the like). The
+     * blocks vouched for are the plan's ({@link BlockPlan#getVouchedFor()}): nothing here decides
+     * them again.
      *
-     * @param unit the block the stage runs as one unit
-     * @param path its path
-     * @param category the category the stage runs it in
-     * @param policy the concrete policy of the device
+     * @param planned the plan of the block the stage runs as one unit
+     * @param policy the concrete policy the plan was made under, which says whose word it is
      */
-    static TrustBreadcrumb of(
-            Block unit, String path, CastCategory category, PrecisionPolicy policy) {
-        if (policy.getComputePrecision() != Precision.BF16
-                || category == CastCategory.FP32
-                || category == CastCategory.CONTAINER) {
+    static TrustBreadcrumb of(BlockPlan planned, PrecisionPolicy policy) {
+        if (planned.getVouchedFor().isEmpty()) {
             return null;
         }
         List<Vouched> vouched = new ArrayList<>();
-        collect(unit, path, policy, vouched);
-        return vouched.isEmpty() ? null : new TrustBreadcrumb(path, unit, vouched);
+        for (Map.Entry<String, Block> e : planned.getVouchedFor().entrySet()) {
+            vouched.add(
+                    new Vouched(
+                            e.getKey(), e.getValue(), voucher(e.getValue(), e.getKey(), policy)));
+        }
+        return new TrustBreadcrumb(planned.getPath(), planned.getBlock(), vouched);
     }
 
-    private static void collect(
-            Block block, String path, PrecisionPolicy policy, List<Vouched> into) {
-        String voucher = voucher(block, path, policy);
-        if (voucher != null) {
-            into.add(new Vouched(path, block, voucher));
-        }
-        for (Pair<String, Block> child : block.getChildren()) {
-            collect(child.getValue(), BlockPaths.child(path, child.getKey()), policy, into);
-        }
-    }
-
-    /** Who vouched for a block that djl-amp's own rules would keep in fp32, or null. */
+    /** Who vouched for a block the plan lists as vouched for: the policy's trust comes first. */
     private static String voucher(Block block, String path, PrecisionPolicy policy) {
-        if (DefaultCastRules.knowsSafeIn16Bits(block)) {
-            return null;
-        }
         if (policy.trusts(block, path)) {
             return "the policy (" + trustOverride(block, path, policy) + ")";
         }
-        if (block instanceof LowPrecisionSafe) {
-            return "its author (LowPrecisionSafe)";
-        }
-        return null;
+        return "its author (LowPrecisionSafe)";
     }
 
     /** The override that makes the policy trust the block, as the policy string writes it. */

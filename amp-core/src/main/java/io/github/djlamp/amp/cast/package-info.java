@@ -12,6 +12,7 @@
  * A stage that computes in bf16 on someone's word (a {@code LowPrecisionSafe} block, a trusted
  * class) logs a {@link io.github.djlamp.amp.cast.TrustBreadcrumb} before its first forward. What
  * the wrapper shares with the trainer glue lives in {@code cast.internal}; activation
- * checkpointing, whose segments the shadow tree holds, in {@code cast.checkpoint}.
+ * checkpointing, whose segments the shadow tree holds, in {@code cast.checkpoint}; the stages of
+ * the mirrored composites and of the engine's own autocast, in {@code cast.strategy}.
  */
 package io.github.djlamp.amp.cast;

@@ -32,16 +32,20 @@ import java.util.stream.Collectors;
  * kernel volume, and tiles M itself). Where they are not, the library pads internally or falls back
  * to slower kernels. The same holds for fp16 and bf16; on CPUs the effect is small.
  *
- * <p>The layers are found as djl-amp's {@link MixedPrecisionBlock} finds them: {@link
- * PrecisionPolicy#categoryOf(Block, String)} is asked for each block, starting at the root,
- * descending only into {@link CastCategory#CONTAINER} blocks (SequentialBlock, ParallelBlock).
- * Shapes are propagated with DJL's {@link Block#getOutputShapes(Shape[])}: a SequentialBlock's
- * child receives its predecessor's outputs, a ParallelBlock's children all receive the block's own
- * inputs. The report does not initialize, run or change the block, and the block need not be
- * initialized; if it is, each layer's weight shape is checked against the input shapes. DJL finds
- * the output shapes of lambda blocks (activations, pooling) and ParallelBlock joins by running them
- * on zero arrays, which needs an engine on the classpath; plain Linear and convolution stacks need
- * none.
+ * <p>The layers are found as djl-amp's {@link MixedPrecisionBlock} runs them: from the tree's
+ * {@link io.github.djlamp.amp.policy.ModelPlan}, the plan its shadow tree is built from, starting
+ * at the root and descending into containers (SequentialBlock, ParallelBlock) and into the DJL
+ * blocks djl-amp runs layer by layer (attention, {@code TransformerEncoderBlock}, {@code
+ * BertBlock}, {@code BertPretrainingBlock}: their projections and feed-forward layers are listed);
+ * a block the engine's own autocast runs whole (a TorchScript module, DJL's {@code LSTM}) is one
+ * layer of {@link LayerKind#UNKNOWN} kind. Shapes are propagated with DJL's {@link
+ * Block#getOutputShapes(Shape[])}: a SequentialBlock's child receives its predecessor's outputs, a
+ * ParallelBlock's children all receive the block's own inputs, a transformer block's layers the
+ * shapes its forward hands them. The report does not initialize, run or change the block, and the
+ * block need not be initialized; if it is, each layer's weight shape is checked against the input
+ * shapes. DJL finds the output shapes of lambda blocks (activations, pooling) and ParallelBlock
+ * joins by running them on zero arrays, which needs an engine on the classpath; plain Linear and
+ * convolution stacks need none.
  *
  * <p>Under the {@code auto} policy, LOW layers are reported as the layers that would compute in 16
  * bits; resolve it with {@link PrecisionPolicy#resolveAuto} first to see what a given device does.

@@ -1,6 +1,7 @@
 package io.github.djlamp.amp.policy;
 
 import ai.djl.nn.Block;
+import java.util.Map;
 
 /**
  * The treatment djl-amp gives one block of a wrapped tree under one policy, decided once by {@link
@@ -38,6 +39,7 @@ public final class BlockPlan {
     private final String bf16Hazard;
     private final boolean fp32Join;
     private final boolean lowProducts;
+    private final Map<String, Block> vouchedFor;
 
     BlockPlan(
             String path,
@@ -49,7 +51,8 @@ public final class BlockPlan {
             String ruleReason,
             String bf16Hazard,
             boolean fp32Join,
-            boolean lowProducts) {
+            boolean lowProducts,
+            Map<String, Block> vouchedFor) {
         this.path = path;
         this.block = block;
         this.strategy = strategy;
@@ -60,6 +63,7 @@ public final class BlockPlan {
         this.bf16Hazard = bf16Hazard;
         this.fp32Join = fp32Join;
         this.lowProducts = lowProducts;
+        this.vouchedFor = vouchedFor;
     }
 
     /**
@@ -169,6 +173,19 @@ public final class BlockPlan {
      */
     public boolean hasLowProducts() {
         return lowProducts;
+    }
+
+    /**
+     * Returns the blocks of this unit, itself included, that compute in bf16 on someone's word and
+     * that djl-amp's own rules would keep in fp32: a block its author marked {@link
+     * LowPrecisionSafe}, one the policy trusts ({@code class:X=trusted}). djl-amp cannot check that
+     * word, so the unit's stage logs a line naming them before its first bf16 forward.
+     *
+     * @return an unmodifiable map from path to block, in tree order; empty where the unit does not
+     *     compute in bf16 as one stage, or everything in it is a block djl-amp's rules know
+     */
+    public Map<String, Block> getVouchedFor() {
+        return vouchedFor;
     }
 
     /** {@inheritDoc} */

@@ -102,7 +102,8 @@ public final class ModelPlan {
                     ruleReason,
                     null,
                     fp32Join,
-                    lowProducts);
+                    lowProducts,
+                    Map.of());
         }
         if (runsUnderEngineAutocast(block, path, category, policy, precision, engineAutocast)) {
             return new BlockPlan(
@@ -115,7 +116,8 @@ public final class ModelPlan {
                     ruleReason,
                     null,
                     false,
-                    false);
+                    false,
+                    Map.of());
         }
         boolean overridden =
                 category != PrecisionPolicy.named(policy.getName()).categoryOf(block, null)
@@ -134,7 +136,31 @@ public final class ModelPlan {
                 ruleReason,
                 hazard,
                 false,
-                false);
+                false,
+                precision == Precision.BF16 && category != CastCategory.FP32
+                        ? vouchedIn(block, path, policy)
+                        : Map.of());
+    }
+
+    /**
+     * The blocks of a bf16 unit, itself included, that compute in 16 bits on someone's word and
+     * that djl-amp's own rules would keep in fp32 ({@link BlockPlan#getVouchedFor()}).
+     */
+    private static Map<String, Block> vouchedIn(Block unit, String path, PrecisionPolicy policy) {
+        Map<String, Block> vouched = new LinkedHashMap<>();
+        collectVouched(unit, path, policy, vouched);
+        return vouched.isEmpty() ? Map.of() : Collections.unmodifiableMap(vouched);
+    }
+
+    private static void collectVouched(
+            Block block, String path, PrecisionPolicy policy, Map<String, Block> into) {
+        if (!DefaultCastRules.knowsSafeIn16Bits(block)
+                && (policy.trusts(block, path) || block instanceof LowPrecisionSafe)) {
+            into.put(path, block);
+        }
+        for (Pair<String, Block> child : block.getChildren()) {
+            collectVouched(child.getValue(), BlockPaths.child(path, child.getKey()), policy, into);
+        }
     }
 
     /**

@@ -12,8 +12,8 @@
  * io.github.djlamp.amp.policy.DefaultCastRules}; blocks are addressed by the paths {@link
  * io.github.djlamp.amp.policy.BlockPaths} gives them. {@link io.github.djlamp.amp.policy.ModelPlan}
  * decides, once per tree and concrete policy, what djl-amp does with each block it visits ({@link
- * io.github.djlamp.amp.policy.BlockPlan}); the wrapper's shadow tree, its summary and its warnings
- * read that plan.
+ * io.github.djlamp.amp.policy.BlockPlan}); the wrapper's shadow tree, its summary, its warnings and
+ * trust breadcrumbs, and the alignment report read that plan.
  *
  * <h2>String form</h2>
  *

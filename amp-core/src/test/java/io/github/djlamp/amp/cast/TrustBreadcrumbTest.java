@@ -18,8 +18,10 @@ import ai.djl.nn.norm.BatchNorm;
 import ai.djl.training.ParameterStore;
 import ai.djl.util.PairList;
 import io.github.djlamp.amp.policy.BlockPaths;
+import io.github.djlamp.amp.policy.BlockPlan;
 import io.github.djlamp.amp.policy.CastCategory;
 import io.github.djlamp.amp.policy.LowPrecisionSafe;
+import io.github.djlamp.amp.policy.ModelPlan;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
 import java.util.ArrayList;
 import java.util.List;
@@ -77,28 +79,14 @@ class TrustBreadcrumbTest {
     /** The breadcrumbs of the units a policy gives the model, by unit path. */
     private static List<String> breadcrumbs(Block model, PrecisionPolicy policy) {
         List<String> lines = new ArrayList<>();
-        collect(model, "", policy, lines);
-        return lines;
-    }
-
-    private static void collect(
-            Block block, String path, PrecisionPolicy policy, List<String> into) {
-        CastCategory category = policy.categoryOf(block, path);
-        if (category != CastCategory.CONTAINER) {
-            TrustBreadcrumb breadcrumb = TrustBreadcrumb.of(block, path, category, policy);
+        for (BlockPlan planned : ModelPlan.of(policy, model, block -> false).getBlocks()) {
+            TrustBreadcrumb breadcrumb =
+                    planned.isUnit() ? TrustBreadcrumb.of(planned, policy) : null;
             if (breadcrumb != null) {
-                into.add(breadcrumb.message(Device.cpu()));
+                lines.add(breadcrumb.message(Device.cpu()));
             }
-            return;
         }
-        block.getChildren()
-                .forEach(
-                        c ->
-                                collect(
-                                        c.getValue(),
-                                        BlockPaths.child(path, c.getKey()),
-                                        policy,
-                                        into));
+        return lines;
     }
 
     @Test
@@ -188,15 +176,20 @@ class TrustBreadcrumbTest {
 
     @Test
     void aPassThroughUnitOfAVouchedBlockHasOneToo() {
-        Marked marked = new Marked();
+        Block model = around(new Marked());
         PrecisionPolicy policy =
                 PrecisionPolicy.parse(
                         "mixed_bfloat16[class:" + Marked.class.getName() + "=pass_through]");
-        TrustBreadcrumb breadcrumb =
-                TrustBreadcrumb.of(marked, "04Marked", CastCategory.PASS_THROUGH, policy);
+        BlockPlan planned = ModelPlan.of(policy, model, block -> false).get("04Marked");
+        assertEquals(CastCategory.PASS_THROUGH, planned.getCategory());
+        TrustBreadcrumb breadcrumb = TrustBreadcrumb.of(planned, policy);
         assertNotNull(breadcrumb);
         assertEquals(1, breadcrumb.vouched().size());
-        assertNull(TrustBreadcrumb.of(marked, "04Marked", CastCategory.FP32, policy));
+        PrecisionPolicy fp32 =
+                PrecisionPolicy.parse("mixed_bfloat16[class:" + Marked.class.getName() + "=fp32]");
+        assertNull(
+                TrustBreadcrumb.of(
+                        ModelPlan.of(fp32, model, block -> false).get("04Marked"), fp32));
     }
 
     @Test

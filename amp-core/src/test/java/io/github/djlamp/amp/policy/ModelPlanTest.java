@@ -119,4 +119,34 @@ class ModelPlanTest {
             assertNull(planned.getBf16Hazard(), planned.toString());
         }
     }
+
+    /** A block of the user's own whose author vouches for it. */
+    static final class Marked extends LambdaBlock implements LowPrecisionSafe {
+        Marked() {
+            super(list -> list);
+        }
+    }
+
+    @Test
+    void aBf16UnitListsTheBlocksInsideItComputingOnSomeonesWord() {
+        Block unit =
+                new SequentialBlock()
+                        .add(Linear.builder().setUnits(8).build())
+                        .add(new Marked())
+                        .add(new LambdaBlock(list -> list));
+        Block model = new SequentialBlock().add(unit).add(Linear.builder().setUnits(4).build());
+        String overrides =
+                "[path:01SequentialBlock=low,path:01SequentialBlock/03LambdaBlock=trusted]";
+        ModelPlan bf16 =
+                ModelPlan.of(
+                        PrecisionPolicy.parse("mixed_bfloat16" + overrides), model, b -> false);
+        assertEquals(
+                List.of("01SequentialBlock/02Marked", "01SequentialBlock/03LambdaBlock"),
+                List.copyOf(bf16.get("01SequentialBlock").getVouchedFor().keySet()));
+        assertTrue(bf16.get("02Linear").getVouchedFor().isEmpty());
+        // fp16 has no JVM-ending trap: nothing to vouch for
+        ModelPlan fp16 =
+                ModelPlan.of(PrecisionPolicy.parse("mixed_float16" + overrides), model, b -> false);
+        assertTrue(fp16.get("01SequentialBlock").getVouchedFor().isEmpty());
+    }
 }

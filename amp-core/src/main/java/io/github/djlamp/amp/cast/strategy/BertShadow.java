@@ -1,4 +1,4 @@
-package io.github.djlamp.amp.cast;
+package io.github.djlamp.amp.cast.strategy;
 
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
@@ -22,7 +22,7 @@ import java.util.Map;
  * managers are kept, so what each encoder block makes is freed as in DJL. In fp32 the result is
  * bitwise DJL's.
  */
-final class BertShadow extends MirroredComposite {
+public final class BertShadow extends MirroredComposite {
 
     private final Block tokenEmbedding;
     private final Block typeEmbedding;
@@ -33,11 +33,16 @@ final class BertShadow extends MirroredComposite {
     private final Block pooling;
     private final String path;
 
-    BertShadow(
-            BertBlock original,
-            Map<String, Block> shadows,
-            String path,
-            IntermediateRelease release) {
+    /**
+     * Makes the shadow of a BERT block.
+     *
+     * @param original the user's block
+     * @param shadows the shadows of its children, by the names DJL added them under
+     * @param path its path in the tree
+     * @param release drops the handles to what each step consumed
+     */
+    public BertShadow(
+            BertBlock original, Map<String, Block> shadows, String path, StageRelease release) {
         super(original, release);
         this.tokenEmbedding = child(original, shadows, "tokenEmbedding");
         this.typeEmbedding = child(original, shadows, "typeEmbedding");
@@ -59,10 +64,7 @@ final class BertShadow extends MirroredComposite {
 
     @Override
     NDList forwardMirrored(
-            CastingParameterStore store,
-            NDList inputs,
-            boolean training,
-            PairList<String, Object> params) {
+            StageStore store, NDList inputs, boolean training, PairList<String, Object> params) {
         NDArray tokenIds = inputs.get(0);
         NDArray typeIds = inputs.get(1);
         NDArray masks = inputs.get(2);

@@ -1,4 +1,4 @@
-package io.github.djlamp.amp.cast;
+package io.github.djlamp.amp.cast.strategy;
 
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
@@ -10,12 +10,17 @@ import ai.djl.nn.Block;
  * A block of the shadow tree that stands for one block of the user's tree: it shares that block's
  * parameters and initialization and answers for its shapes; only its forward differs.
  */
-abstract class ShadowBlock extends AbstractBlock {
+public abstract class ShadowBlock extends AbstractBlock {
 
     /** The user's block this one stands for. */
     protected final Block inner;
 
-    ShadowBlock(Block inner) {
+    /**
+     * Makes the shadow of {@code inner}.
+     *
+     * @param inner the user's block this one stands for
+     */
+    protected ShadowBlock(Block inner) {
         this.inner = inner;
     }
 

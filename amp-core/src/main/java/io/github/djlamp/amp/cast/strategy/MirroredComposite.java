@@ -1,4 +1,4 @@
-package io.github.djlamp.amp.cast;
+package io.github.djlamp.amp.cast.strategy;
 
 import ai.djl.ndarray.NDList;
 import ai.djl.nn.Block;
@@ -12,11 +12,12 @@ import java.util.Map;
  * block's children replaced by their shadows, so that each layer inside computes in its own
  * precision. Shares every block and parameter with the original and is only ever used for forward.
  */
-abstract class MirroredComposite extends ShadowBlock {
+public abstract class MirroredComposite extends ShadowBlock {
 
-    protected final IntermediateRelease release;
+    /** Drops the handles to what each step of the forward consumed. */
+    protected final StageRelease release;
 
-    MirroredComposite(Block original, IntermediateRelease release) {
+    MirroredComposite(Block original, StageRelease release) {
         super(original);
         this.release = release;
     }
@@ -41,22 +42,20 @@ abstract class MirroredComposite extends ShadowBlock {
         return shadow;
     }
 
+    /** {@inheritDoc} */
     @Override
     protected final NDList forwardInternal(
             ParameterStore parameterStore,
             NDList inputs,
             boolean training,
             PairList<String, Object> params) {
-        if (!(parameterStore instanceof CastingParameterStore)) {
+        if (!(parameterStore instanceof StageStore)) {
             return inner.forward(parameterStore, inputs, training, params);
         }
-        return forwardMirrored((CastingParameterStore) parameterStore, inputs, training, params);
+        return forwardMirrored((StageStore) parameterStore, inputs, training, params);
     }
 
     /** DJL's forward of the block, through the shadows of its children. */
     abstract NDList forwardMirrored(
-            CastingParameterStore store,
-            NDList inputs,
-            boolean training,
-            PairList<String, Object> params);
+            StageStore store, NDList inputs, boolean training, PairList<String, Object> params);
 }

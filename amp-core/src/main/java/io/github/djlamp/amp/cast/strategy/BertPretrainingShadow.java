@@ -1,4 +1,4 @@
-package io.github.djlamp.amp.cast;
+package io.github.djlamp.amp.cast.strategy;
 
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
@@ -15,7 +15,7 @@ import java.util.Map;
  * stages decide (fp32 by default: both end in logSoftmax). The embedding table the masked-language
  * head reads is the fp32 master. In fp32 the result is bitwise DJL's.
  */
-final class BertPretrainingShadow extends MirroredComposite {
+public final class BertPretrainingShadow extends MirroredComposite {
 
     private final BertBlock bert;
     private final Block bertShadow;
@@ -23,12 +23,21 @@ final class BertPretrainingShadow extends MirroredComposite {
     private final Block nextSentence;
     private final String path;
 
-    BertPretrainingShadow(
+    /**
+     * Makes the shadow of a BERT pretraining block.
+     *
+     * @param original the user's block
+     * @param bert its BERT core (the user's), whose token embedding the masked-language head reads
+     * @param shadows the shadows of its children, by the names DJL added them under
+     * @param path its path in the tree
+     * @param release drops the handles to what each step consumed
+     */
+    public BertPretrainingShadow(
             BertPretrainingBlock original,
             BertBlock bert,
             Map<String, Block> shadows,
             String path,
-            IntermediateRelease release) {
+            StageRelease release) {
         super(original, release);
         this.bert = bert;
         this.bertShadow = child(original, shadows, "Bert");
@@ -39,10 +48,7 @@ final class BertPretrainingShadow extends MirroredComposite {
 
     @Override
     NDList forwardMirrored(
-            CastingParameterStore store,
-            NDList inputs,
-            boolean training,
-            PairList<String, Object> params) {
+            StageStore store, NDList inputs, boolean training, PairList<String, Object> params) {
         NDArray tokenIds = inputs.get(0);
         NDArray typeIds = inputs.get(1);
         NDArray sequenceMasks = inputs.get(2);

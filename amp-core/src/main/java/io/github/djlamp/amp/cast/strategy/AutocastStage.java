@@ -1,4 +1,4 @@
-package io.github.djlamp.amp.cast;
+package io.github.djlamp.amp.cast.strategy;
 
 import ai.djl.engine.EngineException;
 import ai.djl.ndarray.NDList;
@@ -25,16 +25,23 @@ import org.slf4j.LoggerFactory;
  * stage stays fp32 with a WARN that gives the engine's reason. An error of fp32 too is the block's
  * own and is thrown.
  */
-final class AutocastStage extends ShadowBlock {
+public final class AutocastStage extends ShadowBlock {
 
     private static final Logger logger = LoggerFactory.getLogger(AutocastStage.class);
 
     private final String path;
-    private final IntermediateRelease release;
+    private final StageRelease release;
     private volatile String fallback;
     private volatile Precision lastComputed;
 
-    AutocastStage(Block inner, String path, IntermediateRelease release) {
+    /**
+     * Makes the stage of {@code inner}.
+     *
+     * @param inner the block the engine's autocast runs
+     * @param path its path in the tree
+     * @param release drops the handles to the casts the stage consumed
+     */
+    public AutocastStage(Block inner, String path, StageRelease release) {
         super(inner);
         this.path = path;
         this.release = release;
@@ -47,10 +54,10 @@ final class AutocastStage extends ShadowBlock {
             NDList inputs,
             boolean training,
             PairList<String, Object> params) {
-        if (!(parameterStore instanceof CastingParameterStore)) {
+        if (!(parameterStore instanceof StageStore)) {
             return inner.forward(parameterStore, inputs, training, params);
         }
-        CastingParameterStore casting = (CastingParameterStore) parameterStore;
+        StageStore casting = (StageStore) parameterStore;
         NDList outputs;
         if (fallback != null || inputs.isEmpty()) {
             outputs = forwardFp32(casting, inputs, training, params);
@@ -68,10 +75,7 @@ final class AutocastStage extends ShadowBlock {
     }
 
     private NDList forwardAutocast(
-            CastingParameterStore casting,
-            NDList inputs,
-            boolean training,
-            PairList<String, Object> params) {
+            StageStore casting, NDList inputs, boolean training, PairList<String, Object> params) {
         AmpBackend backend = casting.backend();
         Precision precision = casting.computePrecision();
         NDList computed;
@@ -101,10 +105,7 @@ final class AutocastStage extends ShadowBlock {
     }
 
     private NDList forwardFp32(
-            CastingParameterStore casting,
-            NDList inputs,
-            boolean training,
-            PairList<String, Object> params) {
+            StageStore casting, NDList inputs, boolean training, PairList<String, Object> params) {
         NDList cast = casting.toFp32(inputs);
         NDList outputs = inner.forward(casting.delegate(), cast, training, params);
         release.closeConsumed(cast, inputs, outputs);
@@ -114,13 +115,19 @@ final class AutocastStage extends ShadowBlock {
     /**
      * Returns the precision of the first output of the last forward under autocast, before the cast
      * at the boundary (tests).
+     *
+     * @return the precision, or null before the first forward under autocast
      */
-    Precision lastComputedPrecision() {
+    public Precision lastComputedPrecision() {
         return lastComputed;
     }
 
-    /** Returns the engine's reason when the stage runs in fp32 instead, else null. */
-    String fallbackReason() {
+    /**
+     * Returns the engine's reason when the stage runs in fp32 instead, else null (tests).
+     *
+     * @return the reason, or null
+     */
+    public String fallbackReason() {
         return fallback;
     }
 

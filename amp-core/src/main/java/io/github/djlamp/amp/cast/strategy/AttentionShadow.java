@@ -1,4 +1,4 @@
-package io.github.djlamp.amp.cast;
+package io.github.djlamp.amp.cast.strategy;
 
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
@@ -18,7 +18,7 @@ import java.util.Map;
  * in fp32, so that no 16-bit array reaches DJL's softmax (which terminates the JVM on a bf16
  * array). The arithmetic is DJL's, step for step: in fp32 the result is bitwise DJL's.
  */
-final class AttentionShadow extends MirroredComposite {
+public final class AttentionShadow extends MirroredComposite {
 
     private static final String PRODUCTS = "(attention products)";
 
@@ -33,15 +33,21 @@ final class AttentionShadow extends MirroredComposite {
     private final String path;
 
     /**
+     * Makes the shadow of an attention block.
+     *
+     * @param original the user's block
+     * @param shadows the shadows of its children, by the names DJL added them under
      * @param lowProducts whether the attention products compute in the compute precision (as the
      *     query projection does) or in fp32
+     * @param path its path in the tree
+     * @param release drops the handles to what each step consumed
      */
-    AttentionShadow(
+    public AttentionShadow(
             ScaledDotProductAttentionBlock original,
             Map<String, Block> shadows,
             boolean lowProducts,
             String path,
-            IntermediateRelease release) {
+            StageRelease release) {
         super(original, release);
         int[] dimensions = DjlSeam.attentionDimensions(original);
         this.embeddingSize = dimensions[0];
@@ -57,10 +63,7 @@ final class AttentionShadow extends MirroredComposite {
 
     @Override
     NDList forwardMirrored(
-            CastingParameterStore store,
-            NDList inputs,
-            boolean training,
-            PairList<String, Object> params) {
+            StageStore store, NDList inputs, boolean training, PairList<String, Object> params) {
         long e = embeddingSize;
         long b = inputs.head().getShape().get(0);
         long n = headCount;
@@ -180,11 +183,11 @@ final class AttentionShadow extends MirroredComposite {
     }
 
     /** The operands of an attention product, in the products' precision. */
-    private NDList products(CastingParameterStore store, NDArray array) {
+    private NDList products(StageStore store, NDArray array) {
         return products(store, new NDList(array));
     }
 
-    private NDList products(CastingParameterStore store, NDList arrays) {
+    private NDList products(StageStore store, NDList arrays) {
         return lowProducts ? store.toCompute(arrays) : store.toFp32(arrays);
     }
 

@@ -1,4 +1,4 @@
-package io.github.djlamp.amp.cast;
+package io.github.djlamp.amp.cast.strategy;
 
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
@@ -16,7 +16,7 @@ import java.util.Map;
  * input and are fp32, as under PyTorch's autocast. The arithmetic is DJL's, step for step: in fp32
  * the result is bitwise DJL's.
  */
-final class TransformerEncoderShadow extends MirroredComposite {
+public final class TransformerEncoderShadow extends MirroredComposite {
 
     private final Block attention;
     private final Dropout attentionDropout;
@@ -26,11 +26,19 @@ final class TransformerEncoderShadow extends MirroredComposite {
     private final Block outputNorm;
     private final String path;
 
-    TransformerEncoderShadow(
+    /**
+     * Makes the shadow of a transformer encoder block.
+     *
+     * @param original the user's block
+     * @param shadows the shadows of its children, by the names DJL added them under
+     * @param path its path in the tree
+     * @param release drops the handles to what each step consumed
+     */
+    public TransformerEncoderShadow(
             TransformerEncoderBlock original,
             Map<String, Block> shadows,
             String path,
-            IntermediateRelease release) {
+            StageRelease release) {
         super(original, release);
         Dropout[] dropouts = DjlSeam.encoderDropouts(original);
         this.attention = child(original, shadows, "selfAttention");
@@ -44,10 +52,7 @@ final class TransformerEncoderShadow extends MirroredComposite {
 
     @Override
     NDList forwardMirrored(
-            CastingParameterStore store,
-            NDList inputs,
-            boolean training,
-            PairList<String, Object> params) {
+            StageStore store, NDList inputs, boolean training, PairList<String, Object> params) {
         NDArray embedding = inputs.head();
         NDList attended = attention.forward(store, inputs, training, null);
         NDList dropped = attentionDropout.forward(store, attended, training, null);

@@ -1,0 +1,95 @@
+package io.github.djlamp.amp.cast.strategy;
+
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import ai.djl.nn.Block;
+import ai.djl.training.ParameterStore;
+import io.github.djlamp.amp.policy.Precision;
+import io.github.djlamp.amp.spi.AmpBackend;
+
+/**
+ * What the stages of this package need of the parameter store a {@code MixedPrecisionBlock}'s
+ * forward pass hands down its shadow tree (the casting wrapper's, in {@code cast}, extends it): the
+ * trainer's store, the casts at a stage's boundary, and the counts of the first forward. A
+ * parameter store itself, so that a stage hands it on to the shadows of its children as it is.
+ */
+public abstract class StageStore extends ParameterStore {
+
+    /**
+     * Makes the store of one forward pass.
+     *
+     * @param manager the trainer's store's manager
+     */
+    protected StageStore(NDManager manager) {
+        super(manager, false);
+    }
+
+    /**
+     * Returns the trainer's own store, which holds the fp32 masters.
+     *
+     * @return the trainer's store
+     */
+    public abstract ParameterStore delegate();
+
+    /**
+     * Returns the engine's backend of this forward pass.
+     *
+     * @return the backend
+     */
+    public abstract AmpBackend backend();
+
+    /**
+     * Returns the precision low-precision stages compute in.
+     *
+     * @return the compute precision
+     */
+    public abstract Precision computePrecision();
+
+    /**
+     * Casts floating arrays to the compute precision in the layout they have: the operands of an
+     * operation that is not a layer, such as an attention product.
+     *
+     * @param arrays the arrays
+     * @return the arrays, those that were cast replaced by their casts
+     */
+    public abstract NDList toCompute(NDList arrays);
+
+    /**
+     * Casts floating arrays to contiguous fp32, safe for any DJL operation.
+     *
+     * @param arrays the arrays
+     * @return the arrays, those that were cast replaced by their casts
+     */
+    public abstract NDList toFp32(NDList arrays);
+
+    /**
+     * Records a stage's arithmetic where this forward counts it.
+     *
+     * @param path the stage's path
+     * @param block the user's block the stage runs
+     * @param ran the precision it computed in
+     * @param inputs its inputs
+     * @param outputs its outputs
+     */
+    public abstract void recordArithmetic(
+            String path, Block block, Precision ran, NDList inputs, NDList outputs);
+
+    /**
+     * Records the arithmetic of a product that is not a layer's where this forward counts it.
+     *
+     * @param path the path of the block that computes it
+     * @param what what the product is, for the report
+     * @param ran the precision it computed in
+     * @param flops its floating-point operations
+     */
+    public abstract void recordProduct(String path, String what, Precision ran, long flops);
+
+    /**
+     * Counts the outputs of a layer that are not its inputs passed on, where this store estimates a
+     * checkpointing saving.
+     *
+     * @param outputs the layer's outputs
+     * @param inputs its inputs
+     */
+    public abstract void countMade(NDList outputs, NDList inputs);
+}
