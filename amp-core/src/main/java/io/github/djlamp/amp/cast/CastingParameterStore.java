@@ -159,19 +159,9 @@ final class CastingParameterStore extends StageStore implements SegmentStore {
                 inputGradient);
     }
 
-    /**
-     * Returns whether a product of two activations that this forward computes in the compute
-     * precision (attention's two products) runs in it: always, unless the kernel check of its
-     * signature, made at its first use, found the 16-bit product wrong; then it runs in fp32.
-     *
-     * @param path where the product is, for the report
-     * @param what which product, for the report
-     * @param left the left operand, in the compute precision
-     * @param right the right operand, in the compute precision
-     * @param training whether the operands' gradients may be computed (then their kernels are
-     *     checked too)
-     */
-    boolean productRunsLow(
+    /** {@inheritDoc} */
+    @Override
+    public boolean productRunsLow(
             String path, String what, NDArray left, NDArray right, boolean training) {
         if (verifier == null) {
             return true;

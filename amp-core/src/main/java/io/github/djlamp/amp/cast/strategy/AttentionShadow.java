@@ -152,7 +152,7 @@ public final class AttentionShadow extends MirroredComposite {
      * product's backward keeps what it needs).
      */
     private NDArray product(
-            CastingParameterStore store,
+            StageStore store,
             String what,
             NDArray left,
             NDArray right,
@@ -172,7 +172,7 @@ public final class AttentionShadow extends MirroredComposite {
         return path.isEmpty() ? PRODUCTS : path + " " + PRODUCTS;
     }
 
-    private static boolean ranLow(CastingParameterStore store, NDArray result) {
+    private static boolean ranLow(StageStore store, NDArray result) {
         Precision precision = store.backend().precisionOf(result);
         return precision != null && precision.isReduced();
     }

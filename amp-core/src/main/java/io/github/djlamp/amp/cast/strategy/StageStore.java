@@ -1,5 +1,6 @@
 package io.github.djlamp.amp.cast.strategy;
 
+import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import ai.djl.nn.Block;
@@ -61,6 +62,22 @@ public abstract class StageStore extends ParameterStore {
      * @return the arrays, those that were cast replaced by their casts
      */
     public abstract NDList toFp32(NDList arrays);
+
+    /**
+     * Returns whether a product of two activations that this forward computes in the compute
+     * precision (attention's two products) runs in it: always, unless the kernel check of its
+     * signature, made at its first use, found the 16-bit product wrong; then it runs in fp32.
+     *
+     * @param path where the product is, for the report
+     * @param what which product, for the report
+     * @param left the left operand, in the compute precision
+     * @param right the right operand, in the compute precision
+     * @param training whether the operands' gradients may be computed (then their kernels are
+     *     checked too)
+     * @return false where the product must run in fp32
+     */
+    public abstract boolean productRunsLow(
+            String path, String what, NDArray left, NDArray right, boolean training);
 
     /**
      * Records a stage's arithmetic where this forward counts it.
