@@ -294,7 +294,7 @@ final class OptimizerStateFile {
     private static Map<String, String> names(AmpSession session) {
         Map<String, String> names = new LinkedHashMap<>();
         for (Pair<String, Parameter> pair : session.getBlock().getParameters()) {
-            names.put(pair.getValue().getId(), pair.getKey());
+            names.putIfAbsent(pair.getValue().getId(), pair.getKey()); // a shared one: its first
         }
         return names;
     }

@@ -11,14 +11,17 @@ import io.github.djlamp.amp.cast.MixedPrecisionBlock;
 import io.github.djlamp.amp.scale.GradientSet;
 import io.github.djlamp.amp.spi.AmpBackend;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Set;
 
 /**
  * The gradients a step checks and updates: every device's gradient of every trainable parameter
- * (requiresGradient) of the wrapped block, combined across processes by the data-parallel reducer
- * when there is one. The trainable set is kept between steps, since walking DJL's block tree for it
- * costs about 0.1 ms a step on ResNet-50, and listed again when a flag changed (a layer frozen or
- * unfrozen mid-training) or the tree itself changed (a head replaced after wrapping).
+ * (requiresGradient) of the wrapped block, each parameter once however many places share it,
+ * combined across processes by the data-parallel reducer when there is one. The trainable set is
+ * kept between steps, since walking DJL's block tree for it costs about 0.1 ms a step on ResNet-50,
+ * and listed again when a flag changed (a layer frozen or unfrozen mid-training) or the tree itself
+ * changed (a head replaced after wrapping).
  */
 final class TrainableGradients {
 
@@ -107,8 +110,14 @@ final class TrainableGradients {
         if (parameters == null || parametersTreeVersion != treeVersion) {
             parametersTreeVersion = treeVersion;
             parameters = new ArrayList<>();
+            Set<String> listed = new HashSet<>();
             for (Pair<String, Parameter> pair : block.getParameters()) {
-                parameters.add(pair);
+                // a block used in several places (TabNet's shared layers, tied embeddings) lists
+                // its parameters once per place: one parameter, one gradient, one update, as in
+                // DJL's ParameterStore, under the name of its first place
+                if (listed.add(pair.getValue().getId())) {
+                    parameters.add(pair);
+                }
             }
             trainableFlags = new boolean[parameters.size()];
             trainable = null;
