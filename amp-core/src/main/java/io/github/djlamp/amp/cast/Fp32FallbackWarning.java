@@ -5,6 +5,7 @@ import ai.djl.nn.recurrent.RecurrentBlock;
 import io.github.djlamp.amp.cast.checkpoint.CheckpointPlan;
 import io.github.djlamp.amp.policy.BlockPlan;
 import io.github.djlamp.amp.policy.CastCategory;
+import io.github.djlamp.amp.policy.DefaultCastRules;
 import io.github.djlamp.amp.policy.ModelPlan;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
@@ -121,6 +122,22 @@ final class Fp32FallbackWarning {
             return "DJL's LSTM and RNN compute in 16 bits under the engine's own autocast where the"
                     + " engine can run them so (a WARN says when it cannot); its autocast keeps GRU"
                     + " in fp32, as PyTorch's does. Nothing to change.";
+        }
+        if (plan.getPolicy().getComputePrecision() == Precision.BF16) {
+            // vouching for a unit that reaches a block of unknown content is refused in bf16
+            String hazard =
+                    DefaultCastRules.bf16HazardIn(
+                            first,
+                            planned.getPath(),
+                            (b, p) -> b == first || plan.getPolicy().trusts(b, p));
+            if (hazard != null) {
+                return "Vouching for it would be refused in bfloat16: it reaches "
+                        + hazard
+                        + ". Under float16 it may be vouched for: Amp.wrap(block, \"mixed_float16"
+                        + "[class:"
+                        + first.getClass().getName()
+                        + "=trusted]\").";
+            }
         }
         return "For a block of your own that calls no softmax or logSoftmax, implement"
                 + " io.github.djlamp.amp.policy.LowPrecisionSafe, or vouch for its class in one"

@@ -37,6 +37,60 @@ class Fp32FallbackWarningTest {
                 adviceFor(name));
     }
 
+    /**
+     * A block of its own forward that reaches a lambda of unknown content (DJL's TabNet): vouching
+     * for it would be refused in bf16, so the advice does not suggest it there.
+     */
+    @Test
+    void aUnitWhoseTrustBf16WouldRefuseIsNotToldToVouchInBf16() {
+        SequentialBlock model =
+                new SequentialBlock()
+                        // the lambda is written here, outside the block: unknown content to it
+                        .add(new OwnForward(new ai.djl.nn.LambdaBlock(x -> x)))
+                        .add(Linear.builder().setUnits(2).build());
+        ArithmeticShare share = new ArithmeticShare(Precision.BF16);
+        share.recordProduct("01OwnForward", "OwnForward", Precision.FP32, 9000);
+        share.recordProduct("02Linear", "Linear", Precision.BF16, 1000);
+        String bf16 =
+                Fp32FallbackWarning.advice(
+                        ModelPlan.of(PrecisionPolicy.parse("mixed_bfloat16"), model, b -> false),
+                        share.getFp32Units());
+        assertTrue(bf16.startsWith("Vouching for it would be refused in bfloat16"), bf16);
+        assertTrue(bf16.contains("01OwnForward/01inner"), bf16);
+        assertTrue(
+                bf16.contains("mixed_float16[class:" + OwnForward.class.getName() + "=trusted]"),
+                bf16);
+        String fp16 =
+                Fp32FallbackWarning.advice(
+                        ModelPlan.of(PrecisionPolicy.parse("mixed_float16"), model, b -> false),
+                        share.getFp32Units());
+        assertTrue(fp16.contains("=trusted]"), fp16);
+    }
+
+    /** A block with a forward of its own around a block it is handed. */
+    private static final class OwnForward extends ai.djl.nn.AbstractBlock {
+        private final ai.djl.nn.Block inner;
+
+        OwnForward(ai.djl.nn.Block inner) {
+            this.inner = addChildBlock("inner", inner);
+        }
+
+        @Override
+        protected ai.djl.ndarray.NDList forwardInternal(
+                ai.djl.training.ParameterStore store,
+                ai.djl.ndarray.NDList inputs,
+                boolean training,
+                ai.djl.util.PairList<String, Object> params) {
+            return inner.forward(store, inputs, training);
+        }
+
+        @Override
+        public ai.djl.ndarray.types.Shape[] getOutputShapes(
+                ai.djl.ndarray.types.Shape[] inputShapes) {
+            return inputShapes;
+        }
+    }
+
     /** A layer the policy keeps in fp32 by its own rule: the usual advice. */
     @Test
     void aLayerThatRanInFp32ForAnotherReasonGetsTheUsualAdvice() {
