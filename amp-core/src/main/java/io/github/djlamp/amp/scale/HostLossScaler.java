@@ -143,7 +143,15 @@ final class HostLossScaler implements LossScaler {
             return loss;
         }
         report.addLoss(loss);
-        return loss.mul(mirror.getScale());
+        // an array that lives until backward has read it: DJL's mul(Number) makes the number an
+        // array over a Java buffer and drops it at once, while autograd keeps it for backward,
+        // and on the CPU a garbage collection in between frees that memory (README, "DJL defects
+        // djl-amp cannot fix"); the scale on the loss's own manager where it is on another device
+        NDArray scale =
+                scaleTensor.getDevice().equals(loss.getDevice())
+                        ? scaleTensor
+                        : loss.getManager().create(mirror.getScale());
+        return loss.mul(scale);
     }
 
     /** {@inheritDoc} */
