@@ -20,6 +20,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Function;
+import java.util.function.Supplier;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -157,28 +158,20 @@ public final class KernelVerifier {
                         + inputGradient
                         + "|"
                         + candidates;
-        boolean[] created = new boolean[1];
-        KernelVerdict verdict =
-                KernelVerdicts.computeIfAbsent(
-                        key,
-                        () -> {
-                            created[0] = true;
-                            checksRun.set(true);
-                            return check(
-                                    block,
-                                    operation,
-                                    input,
-                                    order,
-                                    parameters,
-                                    inputGradient,
-                                    precision,
-                                    candidates);
-                        });
-        boolean newPath = verdict.addPath(path);
-        if (verdict.isDefectFound() && (created[0] || newPath)) {
-            report(verdict, path.isEmpty() ? "root" : path, created[0], "layer");
-        }
-        return verdict;
+        return verdictOf(
+                key,
+                path,
+                "layer",
+                () ->
+                        check(
+                                block,
+                                operation,
+                                input,
+                                order,
+                                parameters,
+                                inputGradient,
+                                precision,
+                                candidates));
     }
 
     /**
@@ -205,6 +198,21 @@ public final class KernelVerifier {
         Device device = left.getDevice();
         String operation = productOperation(what, right.getShape());
         String key = productKey(backend, operation, left.getShape(), device, precision, gradients);
+        return verdictOf(
+                key,
+                path,
+                "product",
+                () ->
+                        new ProductCheck(backend)
+                                .check(operation, left, right, gradients, precision));
+    }
+
+    /**
+     * The verdict of a signature, checked by {@code check} the first time; a defect is reported for
+     * the first check and for each new path that meets it.
+     */
+    private KernelVerdict verdictOf(
+            String key, String path, String what, Supplier<KernelVerdict> check) {
         boolean[] created = new boolean[1];
         KernelVerdict verdict =
                 KernelVerdicts.computeIfAbsent(
@@ -212,12 +220,11 @@ public final class KernelVerifier {
                         () -> {
                             created[0] = true;
                             checksRun.set(true);
-                            return new ProductCheck(backend)
-                                    .check(operation, left, right, gradients, precision);
+                            return check.get();
                         });
         boolean newPath = verdict.addPath(path);
         if (verdict.isDefectFound() && (created[0] || newPath)) {
-            report(verdict, path.isEmpty() ? "root" : path, created[0], "product");
+            report(verdict, path.isEmpty() ? "root" : path, created[0], what);
         }
         return verdict;
     }
@@ -327,18 +334,7 @@ public final class KernelVerifier {
             NDList sums;
             try {
                 expected = backend.valueAndGradients(layer, reference, cotangent, scratch);
-                // the absolute values go once their sums are made: as large as the sampled input
-                try (NDManager magnitudes = scratch.newSubManager()) {
-                    NDList absolute = new NDList();
-                    for (NDArray array : reference) {
-                        NDArray magnitude = array.abs();
-                        magnitude.attach(magnitudes);
-                        absolute.add(magnitude);
-                    }
-                    NDArray cotangentMagnitude = cotangent.abs();
-                    cotangentMagnitude.attach(magnitudes);
-                    sums = backend.valueAndGradients(layer, absolute, cotangentMagnitude, scratch);
-                }
+                sums = absoluteSums(backend, layer, reference, cotangent, scratch);
             } catch (RuntimeException e) {
                 findings.add("the fp32 reference could not run: " + e.getMessage());
                 return verdict(
@@ -459,6 +455,30 @@ public final class KernelVerifier {
             names.add(parameter.getName() + " gradient");
         }
         return names;
+    }
+
+    /**
+     * The sums S the error bound scales with: {@code layer} forward and backward on the absolute
+     * values of its inputs and of the cotangent. The absolute values go once their sums are made:
+     * as large as the sampled input.
+     */
+    static NDList absoluteSums(
+            AmpBackend backend,
+            Function<NDList, NDArray> layer,
+            NDList inputs,
+            NDArray cotangent,
+            NDManager scratch) {
+        try (NDManager magnitudes = scratch.newSubManager()) {
+            NDList absolute = new NDList();
+            for (NDArray array : inputs) {
+                NDArray magnitude = array.abs();
+                magnitude.attach(magnitudes);
+                absolute.add(magnitude);
+            }
+            NDArray cotangentMagnitude = cotangent.abs();
+            cotangentMagnitude.attach(magnitudes);
+            return backend.valueAndGradients(layer, absolute, cotangentMagnitude, scratch);
+        }
     }
 
     /**

@@ -66,19 +66,9 @@ final class ProductCheck {
                 expected =
                         backend.valueAndGradients(
                                 ProductCheck::product, reference, cotangent, scratch);
-                try (NDManager magnitudes = scratch.newSubManager()) {
-                    NDList absolute = new NDList();
-                    for (NDArray array : reference) {
-                        NDArray magnitude = array.abs();
-                        magnitude.attach(magnitudes);
-                        absolute.add(magnitude);
-                    }
-                    NDArray cotangentMagnitude = cotangent.abs();
-                    cotangentMagnitude.attach(magnitudes);
-                    sums =
-                            backend.valueAndGradients(
-                                    ProductCheck::product, absolute, cotangentMagnitude, scratch);
-                }
+                sums =
+                        KernelVerifier.absoluteSums(
+                                backend, ProductCheck::product, reference, cotangent, scratch);
             } catch (RuntimeException e) {
                 findings.add("the fp32 reference could not run: " + e.getMessage());
                 return verdict(
