@@ -168,7 +168,13 @@ run_one() { # KIND VARIANT BATCH [NETWORK DIR LIMIT WARMUP STEPS SEARCH]: one pr
     fi
 }
 
-resnet_budget=$(( budget - cap_reserve ))
+if [ "$cap_gib" = auto ]; then
+    if [ "$device" = cpu ]; then cap_gib=none; else cap_gib=16; fi
+fi
+resnet_budget=$budget
+if [ "$cap_gib" != none ] && [ -n "$cap_variants" ]; then
+    resnet_budget=$(( budget - cap_reserve ))
+fi
 cap_budget=$budget
 if [ "$transformer_batches" != none ]; then
     resnet_budget=$(( resnet_budget - transformer_reserve ))
@@ -183,9 +189,6 @@ for batch in "${batch_list[@]}"; do
 done
 
 # the largest batch under the cap: one variant after the other, each to its end or the budget's
-if [ "$cap_gib" = auto ]; then
-    if [ "$device" = cpu ]; then cap_gib=none; else cap_gib=16; fi
-fi
 if [ "$cap_gib" != none ] && [ -n "$cap_variants" ]; then
     cap_dir="$work/cap"
     measure=device
