@@ -10,7 +10,7 @@
 # bench/RESULTS.md.
 #
 # Parts, in order:
-#   1. bash .gpu/gpu.sh info (GPU, torch, JNI, what DJL sees)                      limit --info-limit (45 s)
+#   1. bash .gpu/gpu.sh info (GPU, torch, JNI, what DJL sees)                      limit --info-limit (60 s)
 #   2. the GPU-sensitive tests, .gpu/gpu.sh test: amp-djl-engine's (--engine-tests, 9 classes),
 #      then integration-tests' (--it-tests, 5 classes), one JVM each    limit --tests-limit (150 s) together
 #   3. bash bench/gpu/run-gpu.sh, with what is left less 15 s for rendering and packing as --budget:
@@ -28,19 +28,20 @@
 #   that machine say 15-30 s. The steps themselves are the small part (25 steps of DJL fp32 at
 #   batch 256, the slowest, 3.7 s): JVM or Python start, libtorch's CUDA and cuDNN start, and the
 #   first step (djl-amp's kernel checks; cuDNN's first kernels) are most of it.
-# - info 15-45 s (no JNI build: prepare.sh carries one that links against torch 2.11.0+cu130; a
-#   build costs 26 s); tests: two JVMs, 60-150 s.
+# - info 15-30 s (no JNI build: prepare.sh carries one that links against torch 2.11.0+cu130; a
+#   build, if the machine's torch changed, adds 26 s: hence 60 s); tests: two JVMs, 60-150 s.
 # - a. 16 processes: 160 s at 10 s, 320 s at 20 s. b. 6 probes (9 at most) of 5 steps: 60-120 s.
 #   c. 6 processes: 60-120 s.
-# - At 10 s a process: 45 + 150 + 160 + 60 + 60 = 475 s: everything, with 115 s to spare. At 20 s:
-#   45 + 150 leaves 380 s for run-gpu.sh: a. may start processes until 380 - 100 (--cap-reserve) =
-#   280 s (14 of 16), b. gets the last 100 s (5 probes; a fit batch a. did not reach is measured by
-#   b.), c. nothing. Each process's own limit is 90 s (--process-timeout) or what is left of the
+# - At 10 s a process, every limit used up: 60 + 150 + 160 + 60 + 60 = 490 s: everything, with 100 s
+#   to spare. At 20 s: 60 + 150 leaves 365 s for run-gpu.sh: a. may start processes until
+#   365 - 100 (--cap-reserve) = 265 s (13 of 16: PyTorch's three rows at 256 are the last), b. gets
+#   the last 100 s (5 probes, or a fit batch a. did not reach, PyTorch bf16's at 256, and 4
+#   probes), c. nothing. Each process's own limit is 90 s (--process-timeout) or what is left of the
 #   budget, the smaller.
 # - Not started or stopped: listed under "Not run or failed" in gpu-bench.md; rerun them in a next
 #   call with run-gpu.sh's --batches, --djl-variants, --pt-variants or --cap-variants.
 #
-# Options: --total S (590), --info-limit S (45), --tests-limit S (150), --engine-tests LIST,
+# Options: --total S (590), --info-limit S (60), --tests-limit S (150), --engine-tests LIST,
 #   --it-tests LIST (comma-separated class names; none: skip), -- ARGS (more run-gpu.sh options,
 #   after the session's own: the later wins). A CPU dry run: bench/gpu/README.md.
 set -uo pipefail
@@ -48,7 +49,7 @@ set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root" || exit 2
 total=590
-info_limit=45
+info_limit=60
 tests_limit=150
 engine_tests=HostReadTest,GradScalerKernelsTest,FusedOptimizerStepTest,FreedMemoryTest,KernelVerifierTest,ProductCheckTest,TransformerLayerByLayerTest,BertLayerByLayerTest,EngineAutocastTest
 it_tests=NativeMemoryTest,DeviceResidentScalerTest,FusedOptimizerTrainingTest,FirstStepKeepsNothingTest,CheckpointedRandomBlockTest
