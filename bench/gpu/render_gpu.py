@@ -6,8 +6,9 @@
                                    # replaces what lies between <!-- gpu:begin --> and <!-- gpu:end -->
 
 DIR holds djl-*.json (TrainBench throughput) and pt-*.json (pytorch_resnet.py), one variant each,
-and what run-gpu.sh writes beside them (command.txt, date.txt, not-run.txt). Standard library only:
-it runs on the GPU machine and here.
+and what run-gpu.sh writes beside them (command.txt, date.txt, not-run.txt), and DIR/cap/ the
+search for the largest batch under a memory cap (cap_search.py). Standard library only: it runs on
+the GPU machine and here.
 """
 
 import argparse
@@ -16,6 +17,8 @@ import json
 import os
 import statistics
 import sys
+
+import cap_search
 
 BEGIN = "<!-- gpu:begin -->"
 END = "<!-- gpu:end -->"
@@ -41,6 +44,7 @@ def load(directory):
                     "label": variant["label"],
                     "times": times,
                     "median": statistics.median(times),
+                    "first": variant.get("firstStepMs"),
                     "warmup": data.get("warmup"),
                     "memory": data.get("deviceMemory"),
                     "shapes": data.get("parameterShapes"),
@@ -88,23 +92,27 @@ def fmt_ratio(value):
 
 def first_and_steady_memory(runs):
     """Device memory of the first step apart from the steady steps (issue 31), where measured."""
-    measured = [r for r in runs if r["memory"] and (
+    measured = [r for r in runs if r["first"] is not None or r["memory"] and (
         "steadyPeakAboveBaselineBytes" in r["memory"] or "steadyMaxReservedBytes" in r["memory"])]
     if not measured:
         return []
     lines = [
-        "Device memory, the first step apart from the steady steps (GiB; DJL: cudaMemGetInfo above"
+        "The first step apart from the steady steps: its time (a fresh process's first step, each"
+        " variant its own process: the engine's first-use costs on both sides, djl-amp's kernel"
+        " checks where they are on) and device memory (GiB; DJL: cudaMemGetInfo above"
         " the CUDA context right after the first step, and the most after any timed step; PyTorch:"
         " the caching allocator's max reserved / allocated over the first step, and over the"
-        " timed steps after `reset_peak_memory_stats`):",
+        " timed steps after `reset_peak_memory_stats`; the last column is cudaMemGetInfo's most"
+        " after any timed step on both sides):",
         "",
-        "| batch | framework | variant | first step: in use (DJL) / max reserved (PyTorch) |"
+        "| batch | framework | variant | first step ms | steady step ms (median) |"
+        " first step: in use (DJL) / max reserved (PyTorch) |"
         " first step: max allocated (PyTorch) | steady: in use (DJL) / max reserved (PyTorch) |"
-        " steady: max allocated (PyTorch) |",
-        "| ---: | --- | --- | ---: | ---: | ---: | ---: |",
+        " steady: max allocated (PyTorch) | steady: cudaMemGetInfo (both) |",
+        "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in sorted(measured, key=lambda r: (r["batch"], r["framework"], r["key"])):
-        m = r["memory"]
+        m = r["memory"] or {}
         first = m.get("firstStep") or {}
         if r["framework"] == "DJL":
             cells = (m.get("afterFirstStepAboveBaselineBytes"), None,
@@ -112,9 +120,79 @@ def first_and_steady_memory(runs):
         else:
             cells = (first.get("maxReservedBytes"), first.get("maxAllocatedBytes"),
                      m.get("steadyMaxReservedBytes"), m.get("steadyMaxAllocatedBytes"))
-        lines.append("| %d | %s | %s | %s |" % (
-            r["batch"], r["framework"], r["label"], " | ".join(gib(c) for c in cells)))
+        cells += (m.get("steadyPeakAboveBaselineBytes"),)
+        lines.append("| %d | %s | %s | %s | %.1f | %s |" % (
+            r["batch"], r["framework"], r["label"],
+            "%.1f" % r["first"] if r["first"] is not None else "—", r["median"],
+            " | ".join(gib(c) for c in cells)))
     lines.append("")
+    return lines
+
+
+def cap_table(directory):
+    """The largest batch under a memory cap (cap_search.py), where run-gpu.sh searched it."""
+    cap_dir = os.path.join(directory, "cap")
+    if not os.path.exists(os.path.join(cap_dir, "settings.json")):
+        return []
+    settings, states = cap_search.summarize(cap_dir, directory)
+    fit = settings["fitBatches"]
+    lines = [
+        "Largest batch under a cap of %s GiB (%s). Fitted as a line in the batch from batches %d"
+        " and %d (the main table's runs, or the search's own where the table lacks them),"
+        " rounded down to a multiple of %d, then confirmed by probes of %d warm-up and %d timed"
+        " steps, one process each: the batch fits and the next multiple does not (a probe that"
+        " runs out of device memory does not fit). The cap bounds the peak of a run without a"
+        " limit; under a hard limit the caching allocators would free their caches and retry"
+        " before failing."
+        % ("%g" % settings["capGib"], settings["measureMethod"], fit[0], fit[1], settings["step"],
+           settings["probeWarmup"], settings["probeSteps"]),
+        "",
+        "| framework | variant | GiB at batch %d / %d | MiB an image | predicted | probes: batch (GiB) |"
+        " largest batch under the cap | how it ended |" % (fit[0], fit[1]),
+        "| --- | --- | ---: | ---: | ---: | --- | ---: | --- |",
+    ]
+    found = {}
+    for s in states:
+        pts = s["points"]
+
+        def cell(batch, pts=pts):
+            p = pts.get(batch)
+            if p is None:
+                return "—"
+            if p["status"] == "ok":
+                return gib(p["bytes"])
+            return p["status"]
+
+        probes = []
+        for batch in s["probes"]:
+            p = pts[batch]
+            verdict = cap_search.fits(p, s["capBytes"])
+            probes.append("%d (%s, %s)" % (
+                batch, gib(p["bytes"]) if p["bytes"] is not None else p["status"],
+                {True: "fits", False: "does not fit", None: "failed"}[verdict]))
+        if s["confirmed"] is not None:
+            largest = "**%d**" % s["confirmed"]
+            found[s["variant"]] = s["confirmed"]
+        elif s["lo"]:
+            largest = "≥ %d (not confirmed)" % s["lo"]
+        else:
+            largest = "—"
+        lines.append("| %s | %s | %s / %s | %s | %s | %s | %s | %s |" % (
+            s["framework"], s["label"], cell(fit[0]), cell(fit[1]),
+            "%.1f" % (s["fit"]["slope"] / 1048576.0) if s["fit"] else "—",
+            s["predicted"] if s["predicted"] is not None else "—",
+            "; ".join(probes) or "—", largest,
+            "not finished (the call's budget): next was %s %d" % s["next"] if s["next"] else s["note"]))
+    lines.append("")
+    peer = "pt-bf16-autocast-cl"
+    pairs = [(v, peer) for v in settings["variants"] if v != peer and peer in settings["variants"]]
+    if pairs:
+        lines.append("| comparison (largest batch under the cap, confirmed) | ratio |")
+        lines.append("| --- | ---: |")
+        for v, p in pairs:
+            lines.append("| %s / %s | %s |" % (
+                v, p, fmt_ratio(ratio(found.get(v), found.get(p)))))
+        lines.append("")
     return lines
 
 
@@ -191,8 +269,11 @@ def render(directory, measured_only=False):
             run = find.get(key)
             return run["batch"] * 1000.0 / run["median"] if run else None
 
-        def used(key):
-            return mem(find[key], "peakAboveBaselineBytes") if key in find else None
+        def used(key, field="peakAboveBaselineBytes"):
+            return mem(find[key], field) if key in find else None
+
+        def first_ms(key):
+            return find[key]["first"] if key in find else None
 
         lines.append("Batch %d:" % batch)
         lines.append("")
@@ -271,11 +352,76 @@ def render(directory, measured_only=False):
             ),
             ("peak memory: djl-amp fp16 fused / DJL fp32", ratio(used("djl-amp-fp16-fused"), used("djl-fp32")), ""),
         ]
+        # issue 31: the steady step apart from the first, and what the kernel checks cost
+        steady = "steadyPeakAboveBaselineBytes"
+        for precision in ("bf16", "fp16"):
+            djl, pt = "djl-amp-%s-fused" % precision, "pt-%s-autocast-cl" % precision
+            rows += [
+                (
+                    "steady peak: djl-amp %s fused / PyTorch %s autocast channels-last (both cudaMemGetInfo)"
+                    % (precision, precision),
+                    ratio(used(djl, steady), used(pt, steady)),
+                    "≤ 1.2x",
+                ),
+                (
+                    "steady peak: djl-amp %s fused (cudaMemGetInfo) / PyTorch %s channels-last steady max reserved"
+                    % (precision, precision),
+                    ratio(used(djl, steady), used(pt, "steadyMaxReservedBytes")),
+                    "≤ 1.2x",
+                ),
+                (
+                    "steady peak: djl-amp %s fused (cudaMemGetInfo) / PyTorch %s channels-last steady max allocated"
+                    % (precision, precision),
+                    ratio(used(djl, steady), used(pt, "steadyMaxAllocatedBytes")),
+                    "≤ 1.2x",
+                ),
+            ]
+        checked, unchecked = "djl-amp-bf16-fused", "djl-amp-bf16-fused-unchecked"
+        ckpt = "djl-amp-bf16-fused-ckpt-stages"
+        rows += [
+            (
+                "first step time: djl-amp bf16 fused with kernel checks / without (fresh processes)",
+                ratio(first_ms(checked), first_ms(unchecked)),
+                "≤ 1.5x (issue 31 item 1, at batch 32)",
+            ),
+            (
+                "device memory after the first step: djl-amp bf16 fused with kernel checks / without",
+                ratio(used(checked, "afterFirstStepAboveBaselineBytes"),
+                      used(unchecked, "afterFirstStepAboveBaselineBytes")),
+                "≤ 1.0x",
+            ),
+            (
+                "steady peak: djl-amp bf16 fused with kernel checks / without",
+                ratio(used(checked, steady), used(unchecked, steady)),
+                "≤ 1.05x",
+            ),
+            (
+                "djl-amp bf16 fused: device memory after the first step / steady peak",
+                ratio(used(checked, "afterFirstStepAboveBaselineBytes"), used(checked, steady)),
+                "≤ 1.1x",
+            ),
+            (
+                "peak memory: djl-amp bf16 fused with Checkpointing.stages() / without",
+                ratio(used(ckpt), used(checked)),
+                "",
+            ),
+            (
+                "peak memory: djl-amp bf16 fused with Checkpointing.stages() / PyTorch bf16 autocast channels-last",
+                ratio(used(ckpt), used("pt-bf16-autocast-cl")),
+                "",
+            ),
+            (
+                "throughput: djl-amp bf16 fused with Checkpointing.stages() / without",
+                ratio(throughput(ckpt), throughput(checked)),
+                "",
+            ),
+        ]
         for name, value, target in rows:
             if measured_only and value is None:
                 continue
             lines.append("| %s | %s | %s |" % (name, fmt_ratio(value), target))
         lines.append("")
+    lines.extend(cap_table(directory))
     not_run = read_text(directory, "not-run.txt")
     if not_run:
         lines.append("Not run or failed:")

@@ -513,9 +513,14 @@ def main():
     ready_in_use = glibc_in_use() if glibc else None
     first = StepMemory() if glibc and args.warmup > 0 else None
     first_step_device = None
+    # each variant's first step, timed apart (a fresh process's first step: cuDNN's and the
+    # allocator's first-use costs), as TrainBench throughput writes firstStepMs
+    first_ms = [None for _ in rigs]
     for warmup_index in range(args.warmup):
         for rig_index, rig in enumerate(rigs):
-            rig.step(memory=first if warmup_index == 0 and rig_index == 0 else None)
+            seconds = rig.step(memory=first if warmup_index == 0 and rig_index == 0 else None)
+            if warmup_index == 0:
+                first_ms[rig_index] = round(seconds * 1000, 3)
             if cuda:
                 peak_used = max(peak_used, device_used_bytes(args.device))
                 if first_step_device is None:
@@ -531,6 +536,8 @@ def main():
                          torch.cuda.max_memory_reserved(args.device))
         torch.cuda.reset_peak_memory_stats(args.device)
     cpu_memory = None
+    host_peak_kib = None if cuda else rss_kib("VmHWM")
+    steady_peak_used = baseline
     if args.memory and not cuda:
         before = rss_kib("VmRSS")
         steady = StepMemory() if glibc else None
@@ -559,7 +566,9 @@ def main():
             index = (round_index + k) % len(rigs)
             ms[index][round_index] = rigs[index].step(phases[index]) * 1000
             if cuda:
-                peak_used = max(peak_used, device_used_bytes(args.device))
+                used = device_used_bytes(args.device)
+                peak_used = max(peak_used, used)
+                steady_peak_used = max(steady_peak_used, used)
 
     result = {
         "framework": "PyTorch",
@@ -576,8 +585,11 @@ def main():
         "loadAfter": load_averages(),
         "otherCores": round(other_load.other_cores(), 2),
         "variants": [
-            {"key": rig.key, "label": rig.label, "stepMs": [round(t, 3) for t in times]}
-            for rig, times in zip(rigs, ms)
+            dict(
+                {"key": rig.key, "label": rig.label, "stepMs": [round(t, 3) for t in times]},
+                **({} if first is None else {"firstStepMs": first}),
+            )
+            for rig, times, first in zip(rigs, ms, first_ms)
         ],
     }
     if cuda:
@@ -595,12 +607,18 @@ def main():
             "baselineBytes": baseline,
             "peakUsedBytes": peak_used,
             "peakAboveBaselineBytes": peak_used - baseline,
+            # as TrainBench's steadyPeakAboveBaselineBytes: the most after any timed step
+            "steadyPeakAboveBaselineBytes": steady_peak_used - baseline,
             "cudnnBenchmark": torch.backends.cudnn.benchmark,
             "matmulTf32": torch.backends.cuda.matmul.allow_tf32,
             "cudnnTf32": torch.backends.cudnn.allow_tf32,
         }
     if cpu_memory is not None:
         result["processMemory"] = cpu_memory
+    if not cuda:
+        # no device memory to read: the process's peak resident size stands in (what a CPU dry
+        # run of bench/gpu's cap search reads; not comparable across frameworks)
+        result["hostPeakRssKib"] = max(host_peak_kib, rss_kib("VmHWM"))
     if args.phases:
         for variant, phase in zip(result["variants"], phases):
             variant["phasesMs"] = {

@@ -40,7 +40,8 @@ final class ThroughputCommand implements Callable<Integer> {
             defaultValue = "djl-fp32,djl-amp-bf16,djl-amp-bf16-nchw",
             description =
                     "Comma-separated: djl-fp32, djl-amp-bf16, djl-amp-bf16-nchw,"
-                            + " djl-amp-bf16-fused, djl-amp-fp16, djl-amp-fp16-nchw,"
+                            + " djl-amp-bf16-fused, djl-amp-bf16-fused-unchecked,"
+                            + " djl-amp-bf16-fused-ckpt-stages, djl-amp-fp16, djl-amp-fp16-nchw,"
                             + " djl-amp-fp16-fused, djl-amp-fp16-auto, djl-amp-fp32,"
                             + " djl-amp-fp32-fused,"
                             + " djl-amp-fp32-dynamic.")
@@ -75,9 +76,15 @@ final class ThroughputCommand implements Callable<Integer> {
             for (Variant v : list) {
                 rigs.add(TrainingRig.create(net, v, batch));
             }
+            // each variant's first step, timed apart: a fresh process's first step, with what
+            // djl-amp does once (kernel checks) and what the engine does once (kernel choice, JIT)
+            double[] firstMs = new double[rigs.size()];
             for (int i = 0; i < warmup; i++) {
-                for (TrainingRig rig : rigs) {
-                    rig.step();
+                for (int k = 0; k < rigs.size(); k++) {
+                    long ns = rigs.get(k).step();
+                    if (i == 0) {
+                        firstMs[k] = ns / 1e6;
+                    }
                     sample(memory);
                 }
             }
@@ -112,6 +119,10 @@ final class ThroughputCommand implements Callable<Integer> {
             if (memory != null) {
                 // one number for the whole JVM: run one variant a JVM to attribute it
                 json.add("deviceMemory", memory.toJson());
+            } else {
+                // no device memory to read: the process's peak resident size stands in (what a
+                // CPU dry run of bench/gpu's cap search reads; not comparable across frameworks)
+                json.addProperty("hostPeakRssKib", ProcStatus.peakKib());
             }
             json.addProperty("threads", JniUtils.getNumThreads());
             json.addProperty("parameters", rigs.get(0).parameterCount());
@@ -130,6 +141,9 @@ final class ThroughputCommand implements Callable<Integer> {
                     times.add(Math.round(t * 1000) / 1000.0);
                 }
                 v.add("stepMs", times);
+                if (warmup > 0) {
+                    v.addProperty("firstStepMs", Math.round(firstMs[k] * 1000) / 1000.0);
+                }
                 ArithmeticShare share = rigs.get(k).arithmeticShare();
                 if (share != null) {
                     // the share of the FLOPs of the layers that ran that djl-amp computed in 16

@@ -142,6 +142,45 @@ public enum Variant {
         }
     },
     /**
+     * {@link #AMP_BF16_FUSED} with {@code KernelVerification.OFF}: the GPU default without the
+     * kernel checks, what its first step (time, and the device memory kept after it) is compared
+     * with.
+     */
+    AMP_BF16_FUSED_UNCHECKED(
+            "djl-amp-bf16-fused-unchecked",
+            "djl-amp bf16, fused optimizer step, KernelVerification.OFF") {
+        @Override
+        Block wrap(Block block) {
+            return Amp.wrap(block, "mixed_bfloat16", KernelVerification.OFF);
+        }
+
+        @Override
+        TrainingConfig configure(TrainingConfig config, Block wrapped) {
+            return Amp.configure(config, wrapped, options(FusedOptimizer.ON).build());
+        }
+    },
+    /**
+     * {@link #AMP_BF16_FUSED} with {@code Checkpointing.stages()}: the GPU default trading
+     * recomputation for activation memory: the largest batch under a memory cap is searched for it
+     * and for the default without checkpointing.
+     */
+    AMP_BF16_FUSED_CKPT_STAGES(
+            "djl-amp-bf16-fused-ckpt-stages",
+            "djl-amp bf16, fused optimizer step, Checkpointing.stages()") {
+        @Override
+        Block wrap(Block block) {
+            return new MixedPrecisionBlock(block, PrecisionPolicy.named("mixed_bfloat16"));
+        }
+
+        @Override
+        TrainingConfig configure(TrainingConfig config, Block wrapped) {
+            return Amp.configure(
+                    config,
+                    wrapped,
+                    options(FusedOptimizer.ON).checkpointing(Checkpointing.stages()).build());
+        }
+    },
+    /**
      * djl-amp fp16 with PyTorch's fused optimizer kernels and the loss scaler's state on the
      * device: the skip is decided on the device, with no host read per step.
      */

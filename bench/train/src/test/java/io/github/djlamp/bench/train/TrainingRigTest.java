@@ -15,6 +15,7 @@ import io.github.djlamp.amp.cast.MixedPrecisionBlock;
 import io.github.djlamp.amp.policy.CastCategory;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.train.AmpSession;
+import io.github.djlamp.amp.verify.KernelVerification;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
@@ -129,6 +130,39 @@ class TrainingRigTest {
                     (MixedPrecisionBlock) rig.getTrainer().getModel().getBlock();
             assertEquals(0, block.getTrainingLink().getCheckpoints().getRecomputedSegments());
         }
+    }
+
+    @Test
+    void fusedGpuDefaultVariantsForTheCapSearchAndTheCheckCost() {
+        // bench/gpu's cap search: the GPU default (fused) with Checkpointing.stages()
+        int stages = Network.RESNET18.build().getChildren().size();
+        try (TrainingRig rig =
+                TrainingRig.create(Network.RESNET18, Variant.AMP_BF16_FUSED_CKPT_STAGES, 2)) {
+            for (int i = 0; i < STEPS; i++) {
+                rig.step();
+            }
+            MixedPrecisionBlock block =
+                    (MixedPrecisionBlock) rig.getTrainer().getModel().getBlock();
+            assertEquals(
+                    (long) STEPS * stages,
+                    block.getTrainingLink().getCheckpoints().getRecomputedSegments());
+            assertSame(KernelVerification.ON, block.getKernelVerification());
+        }
+        // the check's first-step cost: the GPU default without the kernel checks
+        try (TrainingRig rig =
+                TrainingRig.create(Network.RESNET18, Variant.AMP_BF16_FUSED_UNCHECKED, 2)) {
+            rig.step();
+            MixedPrecisionBlock block =
+                    (MixedPrecisionBlock) rig.getTrainer().getModel().getBlock();
+            assertSame(KernelVerification.OFF, block.getKernelVerification());
+            assertEquals(0, block.getTrainingLink().getCheckpoints().getRecomputedSegments());
+            assertSame(
+                    Precision.BF16,
+                    AmpSession.of(rig.getTrainer()).getPolicy().getComputePrecision());
+        }
+        assertEquals(
+                List.of(Variant.AMP_BF16_FUSED_UNCHECKED, Variant.AMP_BF16_FUSED_CKPT_STAGES),
+                Variant.listOf("djl-amp-bf16-fused-unchecked,djl-amp-bf16-fused-ckpt-stages"));
     }
 
     @Test
