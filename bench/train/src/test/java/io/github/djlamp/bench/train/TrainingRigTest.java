@@ -188,6 +188,7 @@ class TrainingRigTest {
         assertTrue(Network.TRANSFORMER_256.optimizer() instanceof Adam);
         assertTrue(Network.TRANSFORMER.optimizer() instanceof Sgd);
         try (TrainingRig rig = TrainingRig.create(Network.TRANSFORMER_256, Variant.FP32, 1)) {
+            settleFreedNativeMemory();
             StepMemory memory = new StepMemory();
             assertTrue(rig.step(memory) > 0);
             // bench/train/pytorch_resnet.py's copy counts the same
@@ -201,6 +202,23 @@ class TrainingRigTest {
             assertTrue(backward > forward + (1 << 20), m.toString());
             assertTrue(peak >= backward, m.toString());
             assertTrue(m.get("afterStepBytes").getAsLong() < peak, m.toString());
+        }
+    }
+
+    /**
+     * Lets the JVM free the native buffers earlier tests dropped (DJL makes every Java number an
+     * array over a direct buffer), so that glibc's in-use count does not fall during the step
+     * measured: seen once, backward start 2 MB below forward start after ThroughputCommandTest.
+     */
+    private static void settleFreedNativeMemory() {
+        for (int i = 0; i < 2; i++) {
+            System.gc();
+            try {
+                Thread.sleep(100);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return;
+            }
         }
     }
 
