@@ -2,6 +2,7 @@ package io.github.djlamp.amp.cast;
 
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Block;
 import ai.djl.nn.Parameter;
@@ -86,11 +87,19 @@ public final class ArithmeticShare {
     }
 
     /**
-     * 2 x matrix-shaped weight elements x positions of the first input; 0 for a lookup (integer
-     * input: an embedding's table is read, not multiplied).
+     * 2 x matrix-shaped weight elements x positions of the floating input with the most of them; 0
+     * for a lookup (integer inputs only: an embedding's table is read, not multiplied). A block
+     * whose first inputs are category indices and the rest time series (DJL's DeepAR) is counted by
+     * its series.
      */
     private static long estimatedFlops(Block block, NDList inputs) {
-        if (inputs.isEmpty() || inputs.head().getDataType().isInteger()) {
+        long positions = 0;
+        for (NDArray input : inputs) {
+            if (!input.getDataType().isInteger() && input.getDataType() != DataType.BOOLEAN) {
+                positions = Math.max(positions, positions(input));
+            }
+        }
+        if (positions == 0) {
             return 0;
         }
         long weights = 0;
@@ -100,7 +109,7 @@ public final class ArithmeticShare {
                 weights += parameter.getArray().size();
             }
         }
-        return 2 * weights * positions(inputs.head());
+        return 2 * weights * positions;
     }
 
     /** Pixels of an image batch (N, C, ...), else the rows of (..., features). */

@@ -1,0 +1,79 @@
+package io.github.djlamp.amp.cast;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.DataType;
+import ai.djl.ndarray.types.Shape;
+import ai.djl.nn.Block;
+import ai.djl.nn.core.Linear;
+import io.github.djlamp.amp.policy.Precision;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The arithmetic of a unit djl-amp runs whole is estimated from its weights and the positions of
+ * its floating inputs. A block whose first input is category indices and whose other inputs are
+ * time series (DJL's DeepAR) counted 0 FLOP, so a run computing nothing in 16 bits read "0.0% of 0
+ * FLOP" and the WARN that should name it stayed silent.
+ */
+class ArithmeticEstimateTest {
+
+    @Test
+    void aUnitIsCountedByItsFloatingInputsWhenItsFirstInputIsIndices() {
+        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+            Block unit = Linear.builder().setUnits(8).build();
+            unit.initialize(manager, DataType.FLOAT32, new Shape(4, 6, 3));
+            NDList inputs =
+                    new NDList(
+                            manager.zeros(new Shape(4, 5), DataType.INT64), // categories
+                            manager.ones(new Shape(4, 6, 3))); // 4 series of 6 steps
+            ArithmeticShare share = new ArithmeticShare(Precision.BF16);
+            share.record("01DeepAR", new OwnForwardStandIn(unit), Precision.FP32, inputs, inputs);
+            // 2 x 24 weight elements x 24 positions
+            assertEquals(2 * 24 * 24, share.getFlops(), share.toString());
+            assertTrue(share.isMostlyFp32(), "the WARN names the unit: " + share);
+        }
+    }
+
+    @Test
+    void aLookupAloneIsNotArithmetic() {
+        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+            Block embedding = Linear.builder().setUnits(4).build(); // stands in for a table
+            embedding.initialize(manager, DataType.FLOAT32, new Shape(2, 3));
+            NDList tokens = new NDList(manager.zeros(new Shape(2, 3), DataType.INT64));
+            ArithmeticShare share = new ArithmeticShare(Precision.BF16);
+            share.record(
+                    "01Embedding",
+                    new OwnForwardStandIn(embedding),
+                    Precision.FP32,
+                    tokens,
+                    tokens);
+            assertEquals(0, share.getFlops(), share.toString());
+        }
+    }
+
+    /** A block of its own forward around a layer: its arithmetic is estimated as a whole. */
+    private static final class OwnForwardStandIn extends ai.djl.nn.AbstractBlock {
+        private final Block inner;
+
+        OwnForwardStandIn(Block inner) {
+            this.inner = addChildBlock("inner", inner);
+        }
+
+        @Override
+        protected NDList forwardInternal(
+                ai.djl.training.ParameterStore store,
+                NDList inputs,
+                boolean training,
+                ai.djl.util.PairList<String, Object> params) {
+            return inner.forward(store, inputs, training);
+        }
+
+        @Override
+        public Shape[] getOutputShapes(Shape[] inputShapes) {
+            return inputShapes;
+        }
+    }
+}
