@@ -134,8 +134,8 @@ final class Fp32FallbackWarning {
             if (hazard != null) {
                 return "Vouching for it would be refused in bfloat16: it reaches "
                         + hazard
-                        + ". Under float16 it may be vouched for: Amp.wrap(block, \"mixed_float16"
-                        + "[class:"
+                        + ". Under float16 it may be vouched for, if its own code makes its arrays"
+                        + " in its input's type: Amp.wrap(block, \"mixed_float16[class:"
                         + first.getClass().getName()
                         + "=trusted]\").";
             }

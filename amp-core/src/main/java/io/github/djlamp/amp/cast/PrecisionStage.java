@@ -1,6 +1,7 @@
 package io.github.djlamp.amp.cast;
 
 import ai.djl.Device;
+import ai.djl.engine.EngineException;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.types.Shape;
@@ -10,6 +11,7 @@ import ai.djl.training.ParameterStore;
 import ai.djl.util.Pair;
 import ai.djl.util.PairList;
 import io.github.djlamp.amp.cast.strategy.ShadowBlock;
+import io.github.djlamp.amp.exception.AmpException;
 import io.github.djlamp.amp.policy.BlockPaths;
 import io.github.djlamp.amp.policy.CastCategory;
 import io.github.djlamp.amp.policy.Precision;
@@ -48,6 +50,7 @@ final class PrecisionStage extends ShadowBlock {
     private volatile List<Pair<String, Block>> inside;
     // null once logged: the shadow tree is built per device, so this is once per block and device
     private volatile TrustBreadcrumb pendingBreadcrumb;
+    private final String vouchedBy;
 
     PrecisionStage(Block inner, CastCategory category, String path, IntermediateRelease release) {
         this(inner, category, path, release, null);
@@ -64,11 +67,29 @@ final class PrecisionStage extends ShadowBlock {
             String path,
             IntermediateRelease release,
             TrustBreadcrumb breadcrumb) {
+        this(inner, category, path, release, breadcrumb, null);
+    }
+
+    /**
+     * Makes a stage that logs {@code breadcrumb} before its first bf16 forward.
+     *
+     * @param breadcrumb the line, or null for a unit that computes in 16 bits on nobody's word
+     * @param vouchedBy why a unit of unknown content computes in 16 bits ("the policy trusts it"),
+     *     for the message when the engine refuses its forward; null for one djl-amp's rules know
+     */
+    PrecisionStage(
+            Block inner,
+            CastCategory category,
+            String path,
+            IntermediateRelease release,
+            TrustBreadcrumb breadcrumb,
+            String vouchedBy) {
         super(inner);
         this.category = category;
         this.path = path;
         this.release = release;
         this.pendingBreadcrumb = breadcrumb;
+        this.vouchedBy = vouchedBy;
         this.takesLabels = overridesLabelsForward(inner);
     }
 
@@ -199,10 +220,47 @@ final class PrecisionStage extends ShadowBlock {
             leaveBreadcrumb(cast);
         }
         NDList castLabels = labels == null ? null : castLabels(low.toLow(labels), labels);
-        NDList outputs =
-                forwardAndReleaseCasts(low, cast, inputs, castLabels, labels, training, params);
+        NDList outputs;
+        try {
+            outputs =
+                    forwardAndReleaseCasts(low, cast, inputs, castLabels, labels, training, params);
+        } catch (EngineException e) {
+            throw vouchedForwardFailed(e, low.computePrecision());
+        }
         casting.recordArithmetic(path, inner, low.computePrecision(), inputs, outputs);
         return outputs;
+    }
+
+    /**
+     * What a unit run in 16 bits on someone's word (a trusted class, {@code LowPrecisionSafe})
+     * tells the user when the engine refuses its forward, typically an fp32 array of its own
+     * meeting the 16-bit ones (DJL's DeepAR: "mat1 and mat2 must have the same dtype"); another
+     * failure is the engine's own.
+     */
+    private RuntimeException vouchedForwardFailed(EngineException e, Precision precision) {
+        if (vouchedBy == null) {
+            return e;
+        }
+        return new AmpException(
+                "'"
+                        + (path.isEmpty() ? "root" : path)
+                        + "' ("
+                        + inner.getClass().getName()
+                        + ") runs as one unit in "
+                        + precision.canonicalName()
+                        + " because "
+                        + vouchedBy
+                        + ", and the engine refused its forward: "
+                        + e.getMessage()
+                        + ". Its own code mixes arrays of its own with the 16-bit ones. Keep it in"
+                        + " fp32 with the override class:"
+                        + inner.getClass().getName()
+                        + "=fp32 in the policy (for example Amp.wrap(block, \"mixed_"
+                        + precision.canonicalName()
+                        + "[class:"
+                        + inner.getClass().getName()
+                        + "=fp32]\")), or make its arrays in its input's data type.",
+                e);
     }
 
     /** Runs on the inputs as they are, which may be bf16 outputs of the stage before. */

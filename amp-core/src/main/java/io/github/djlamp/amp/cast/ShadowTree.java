@@ -175,8 +175,16 @@ final class ShadowTree {
         }
         if (planned.getStrategy() == BlockPlan.Strategy.STAGE) {
             requireBf16Safe(block, path, category, planned.getBf16Hazard(), policy);
+            String vouchedBy =
+                    category != CastCategory.LOW
+                            ? null
+                            : policy.trusts(block, path)
+                                    ? "the policy trusts it"
+                                    : block instanceof LowPrecisionSafe
+                                            ? "it implements LowPrecisionSafe"
+                                            : null;
             return new PrecisionStage(
-                    block, category, path, release, TrustBreadcrumb.of(planned, policy));
+                    block, category, path, release, TrustBreadcrumb.of(planned, policy), vouchedBy);
         }
         List<Block> children = new ArrayList<>();
         Map<String, Block> named = new LinkedHashMap<>();
