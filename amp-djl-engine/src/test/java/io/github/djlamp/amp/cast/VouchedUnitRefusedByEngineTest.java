@@ -63,43 +63,27 @@ class VouchedUnitRefusedByEngineTest {
     }
 
     /** Multiplies its input by an fp32 matrix of its own: wrong for a 16-bit input. */
-    private static NDList ownFp32Product(NDList inputs) {
-        NDArray x = inputs.singletonOrThrow();
-        NDArray own = x.getManager().ones(new Shape(x.getShape().get(1), 2), DataType.FLOAT32);
-        return new NDList(x.matMul(own));
+    private abstract static class OwnFp32Product extends AbstractBlock {
+        @Override
+        protected NDList forwardInternal(
+                ParameterStore store,
+                NDList inputs,
+                boolean training,
+                PairList<String, Object> params) {
+            NDArray x = inputs.singletonOrThrow();
+            NDArray own = x.getManager().ones(new Shape(x.getShape().get(1), 2), DataType.FLOAT32);
+            return new NDList(x.matMul(own));
+        }
+
+        @Override
+        public Shape[] getOutputShapes(Shape[] inputShapes) {
+            return new Shape[] {new Shape(inputShapes[0].get(0), 2)};
+        }
     }
 
     /** Says it is safe in 16 bits. */
-    private static final class SafeOnItsWord extends AbstractBlock implements LowPrecisionSafe {
-        @Override
-        protected NDList forwardInternal(
-                ParameterStore store,
-                NDList inputs,
-                boolean training,
-                PairList<String, Object> params) {
-            return ownFp32Product(inputs);
-        }
-
-        @Override
-        public Shape[] getOutputShapes(Shape[] inputShapes) {
-            return new Shape[] {new Shape(inputShapes[0].get(0), 2)};
-        }
-    }
+    private static final class SafeOnItsWord extends OwnFp32Product implements LowPrecisionSafe {}
 
     /** Trusted by an override of the policy. */
-    private static final class TrustedByPolicy extends AbstractBlock {
-        @Override
-        protected NDList forwardInternal(
-                ParameterStore store,
-                NDList inputs,
-                boolean training,
-                PairList<String, Object> params) {
-            return ownFp32Product(inputs);
-        }
-
-        @Override
-        public Shape[] getOutputShapes(Shape[] inputShapes) {
-            return new Shape[] {new Shape(inputShapes[0].get(0), 2)};
-        }
-    }
+    private static final class TrustedByPolicy extends OwnFp32Product {}
 }
