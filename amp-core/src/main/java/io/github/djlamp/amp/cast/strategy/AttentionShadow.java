@@ -31,6 +31,8 @@ public final class AttentionShadow extends MirroredComposite {
     private final Block probabilityDropout;
     private final boolean lowProducts;
     private final String path;
+    // the products' unit, as the precision summary and the arithmetic share name it
+    private final String productsPath;
 
     /**
      * Makes the shadow of an attention block.
@@ -59,6 +61,7 @@ public final class AttentionShadow extends MirroredComposite {
         this.probabilityDropout = child(original, shadows, "probabilityDropout");
         this.lowProducts = lowProducts;
         this.path = path;
+        this.productsPath = path.isEmpty() ? PRODUCTS : path + " " + PRODUCTS;
     }
 
     @Override
@@ -98,15 +101,9 @@ public final class AttentionShadow extends MirroredComposite {
         release.closeConsumed(new NDList(keys).addAll(queries).addAll(values), inputs);
 
         NDArray transposedKeys = keyHeads.head().transpose(0, 1, 3, 2);
-        NDArray scores =
-                product(
-                        store,
-                        "attention scores",
-                        queryHeads.head(),
-                        transposedKeys,
-                        training,
-                        inputs);
-        boolean lowScores = ranLow(store, scores);
+        boolean scoresInFp32 =
+                fallsBack(store, "attention scores", queryHeads.head(), transposedKeys, training);
+        NDArray scores = product(store, scoresInFp32, queryHeads.head(), transposedKeys, inputs);
         NDArray scaled = scores.mul(scores.getManager().create(1f / (float) Math.sqrt(h)));
         release.closeConsumed(
                 new NDList(scores, transposedKeys).addAll(queryHeads).addAll(keyHeads), inputs);
@@ -123,16 +120,16 @@ public final class AttentionShadow extends MirroredComposite {
         NDList weights = products(store, dropped);
         release.closeConsumed(new NDList(probabilities).addAll(dropped), inputs, weights);
 
-        NDArray attended =
-                product(
+        boolean valuesInFp32 =
+                fallsBack(
                         store,
                         "attention-weighted values",
                         weights.head(),
                         valueHeads.head(),
-                        training,
-                        inputs);
+                        training);
+        NDArray attended = product(store, valuesInFp32, weights.head(), valueHeads.head(), inputs);
         // both products in the compute precision, or the share counts them as fp32
-        boolean lowBoth = lowScores && ranLow(store, attended);
+        boolean lowBoth = lowProducts && !scoresInFp32 && !valuesInFp32;
         store.recordProduct(
                 path,
                 PRODUCTS,
@@ -147,34 +144,27 @@ public final class AttentionShadow extends MirroredComposite {
     }
 
     /**
-     * {@code left.matMul(right)} in the operands' precision, or in fp32 where the kernel check of
-     * this 16-bit product's signature found it wrong (the operands' fp32 copies go at once: the
-     * product's backward keeps what it needs).
+     * Whether a 16-bit product runs in fp32 instead: the kernel check of its signature found it
+     * wrong. Products planned in fp32 are fp32 already.
+     */
+    private boolean fallsBack(
+            StageStore store, String what, NDArray left, NDArray right, boolean training) {
+        return lowProducts && !store.productRunsLow(productsPath, what, left, right, training);
+    }
+
+    /**
+     * {@code left.matMul(right)} in the operands' precision, or in fp32 (the operands' fp32 copies
+     * go at once: the product's backward keeps what it needs).
      */
     private NDArray product(
-            StageStore store,
-            String what,
-            NDArray left,
-            NDArray right,
-            boolean training,
-            NDList inputs) {
-        if (!lowProducts || store.productRunsLow(productsPath(), what, left, right, training)) {
+            StageStore store, boolean inFp32, NDArray left, NDArray right, NDList inputs) {
+        if (!inFp32) {
             return left.matMul(right);
         }
         NDList fp32 = store.toFp32(new NDList(left, right));
         NDArray result = fp32.get(0).matMul(fp32.get(1));
         release.closeConsumed(fp32, inputs, new NDList(left, right));
         return result;
-    }
-
-    /** The products' unit, as the precision summary and the arithmetic share name it. */
-    private String productsPath() {
-        return path.isEmpty() ? PRODUCTS : path + " " + PRODUCTS;
-    }
-
-    private static boolean ranLow(StageStore store, NDArray result) {
-        Precision precision = store.backend().precisionOf(result);
-        return precision != null && precision.isReduced();
     }
 
     /** (B, S, E) to (B, N, S, H), as DJL makes the heads. */
