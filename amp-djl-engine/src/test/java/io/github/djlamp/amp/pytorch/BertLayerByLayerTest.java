@@ -24,6 +24,8 @@ import io.github.djlamp.amp.policy.PrecisionPolicy;
 import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * DJL's BertPretrainingBlock (DJL's TrainBertOnCode) runs layer by layer: its encoder blocks and
@@ -62,13 +64,30 @@ class BertLayerByLayerTest {
     /** Both outputs and every gradient, flattened in parameter order. */
     private static List<float[]> train(
             Block block, Block original, NDList inputs, NDManager manager) {
+        // DJL's own BertBlock makes its attention scale over a Java buffer that the engine keeps
+        // for backward and that is freed once the block's scope closes: a garbage collection
+        // between forward and backward corrupts DJL's gradients (not djl-amp's copy, see below).
+        // A collection now makes one in this short step unlikely.
+        System.gc();
+        return train(block, original, inputs, manager, () -> {});
+    }
+
+    private static List<float[]> train(
+            Block block,
+            Block original,
+            NDList inputs,
+            NDManager manager,
+            Runnable beforeBackward) {
         ParameterStore store = new ParameterStore(manager, false);
         List<float[]> result = new ArrayList<>();
         try (NDManager step = manager.newSubManager();
                 GradientCollector collector = Engine.getInstance().newGradientCollector()) {
             Engine.getInstance().setRandomSeed(3); // the same dropout masks in both runs
             NDList outputs = block.forward(store, inputs, true);
-            NDArray loss = outputs.get(0).sum().add(outputs.get(1).mul(0.01f).sum());
+            // not mul(0.01f): DJL builds that number over a Java buffer it drops at once
+            NDArray weight = step.full(new Shape(), 0.01f);
+            NDArray loss = outputs.get(0).sum().add(outputs.get(1).mul(weight).sum());
+            beforeBackward.run();
             collector.backward(loss);
             for (NDArray output : outputs) {
                 result.add(output.toFloatArray());
@@ -140,6 +159,41 @@ class BertLayerByLayerTest {
                                 || unit.getPath().contains("BertNextSentenceBlock"),
                         "only the heads stay fp32 (an embedding is a lookup): " + unit);
             }
+        }
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"mixed_bfloat16", "mixed_bfloat16[class:ai.djl.nn.core.Linear=fp32]"})
+    void aGarbageCollectionBetweenForwardAndBackwardChangesNoGradient(String policy) {
+        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+            NDList inputs = inputs(manager);
+            BertPretrainingBlock model = initialized(manager, inputs);
+            MixedPrecisionBlock wrapped =
+                    new MixedPrecisionBlock(model, PrecisionPolicy.parse(policy));
+            List<float[]> undisturbed = train(wrapped, model, inputs, manager);
+            for (int run = 0; run < 3; run++) {
+                List<float[]> collected =
+                        train(
+                                wrapped,
+                                model,
+                                inputs,
+                                manager,
+                                BertLayerByLayerTest::collectGarbage);
+                for (int i = 0; i < undisturbed.size(); i++) {
+                    assertArrayEquals(
+                            undisturbed.get(i), collected.get(i), "run " + run + ", array " + i);
+                }
+            }
+        }
+    }
+
+    /** Frees every Java buffer nothing refers to any more, as a collection mid-step would. */
+    private static void collectGarbage() {
+        System.gc();
+        try {
+            Thread.sleep(100); // the buffers' cleaner runs on its own thread
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
         }
     }
 }

@@ -3,6 +3,7 @@ package io.github.djlamp.amp.cast.strategy;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.types.DataType;
+import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Block;
 import ai.djl.nn.transformer.ScaledDotProductAttentionBlock;
 import ai.djl.util.PairList;
@@ -104,7 +105,7 @@ public final class AttentionShadow extends MirroredComposite {
         boolean scoresInFp32 =
                 fallsBack(store, "attention scores", queryHeads.head(), transposedKeys, training);
         NDArray scores = product(store, scoresInFp32, queryHeads.head(), transposedKeys, inputs);
-        NDArray scaled = scores.mul(scores.getManager().create(1f / (float) Math.sqrt(h)));
+        NDArray scaled = scores.mul(constant(scores, 1f / (float) Math.sqrt(h)));
         release.closeConsumed(
                 new NDList(scores, transposedKeys).addAll(queryHeads).addAll(keyHeads), inputs);
         if (mask != null) {
@@ -188,9 +189,19 @@ public final class AttentionShadow extends MirroredComposite {
         }
         NDArray expanded = mask.reshape(b, 1, to, from);
         return expanded.toType(DataType.FLOAT32, false)
-                .mul(expanded.getManager().create(-1f))
-                .add(expanded.getManager().create(1f))
-                .mul(expanded.getManager().create(-100000f));
+                .mul(constant(expanded, -1f))
+                .add(constant(expanded, 1f))
+                .mul(constant(expanded, -100000f));
+    }
+
+    /**
+     * A scalar made by the engine, beside {@code array}. DJL's {@code create(float)} (which DJL's
+     * own attention uses) wraps a Java buffer on the CPU that the engine does not copy; the
+     * product's backward keeps it, and once the scope that made it closes (BERT's forward closes
+     * its scopes before backward), a garbage collection frees it and backward reads freed memory.
+     */
+    private static NDArray constant(NDArray array, float value) {
+        return array.getManager().full(new Shape(), value);
     }
 
     @Override
