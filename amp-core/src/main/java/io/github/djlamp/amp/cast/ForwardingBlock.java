@@ -5,6 +5,7 @@ import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
+import ai.djl.nn.AbstractBlock;
 import ai.djl.nn.Block;
 import ai.djl.nn.BlockList;
 import ai.djl.nn.Parameter;
@@ -20,10 +21,15 @@ import java.util.function.Predicate;
 
 /**
  * A block that is another block in every respect but forward (both of DJL's training forwards, with
- * labels and without, are the subclass's): the same parameters with the same names, the same
- * initialization, the same saved parameter file, the same children.
+ * labels and without, are the subclass's {@code forwardInternal}): the same parameters with the
+ * same names, the same initialization, the same saved parameter file, the same children.
+ *
+ * <p>It is an {@link AbstractBlock}, as nearly every DJL block is, so that code written against
+ * that class keeps working on a wrapped block: d2l-java's training loops call {@code
+ * ((AbstractBlock) net).forward(...)}. AbstractBlock's own state (its children and parameters)
+ * stays empty; every method that would read it goes to the original instead.
  */
-abstract class ForwardingBlock implements Block {
+abstract class ForwardingBlock extends AbstractBlock {
 
     /** The block everything but forward goes to. */
     final Block original;
@@ -33,9 +39,9 @@ abstract class ForwardingBlock implements Block {
     }
 
     /**
-     * The forward with labels is the subclass's too: {@link Block}'s default would drop the labels
-     * on the way to the forward without them, and blocks that need labels in training (DJL's {@code
-     * EncoderDecoder}) refuse that.
+     * The forward with labels is the subclass's too: {@link AbstractBlock}'s default would drop the
+     * labels on the way to the forward without them, and blocks that need labels in training (DJL's
+     * {@code EncoderDecoder}) refuse that.
      *
      * @param parameterStore the parameter store
      * @param data the input data
@@ -44,7 +50,7 @@ abstract class ForwardingBlock implements Block {
      * @return the outputs
      */
     @Override
-    public abstract NDList forward(
+    protected abstract NDList forwardInternal(
             ParameterStore parameterStore,
             NDList data,
             NDList labels,

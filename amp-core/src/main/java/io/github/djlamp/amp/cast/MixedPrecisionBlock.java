@@ -240,7 +240,7 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
 
     /** {@inheritDoc} */
     @Override
-    public NDList forward(
+    protected NDList forwardInternal(
             ParameterStore parameterStore,
             NDList inputs,
             boolean training,
@@ -262,7 +262,7 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
      * @return the outputs, floating ones in fp32
      */
     @Override
-    public NDList forward(
+    protected NDList forwardInternal(
             ParameterStore parameterStore,
             NDList data,
             NDList labels,
