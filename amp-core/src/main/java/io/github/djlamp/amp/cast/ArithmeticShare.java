@@ -7,16 +7,20 @@ import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Block;
 import ai.djl.nn.Parameter;
 import ai.djl.nn.convolutional.Convolution;
+import ai.djl.nn.core.AbstractEmbedding;
 import ai.djl.nn.core.Linear;
+import ai.djl.nn.transformer.IdEmbedding;
 import ai.djl.util.Pair;
 import io.github.djlamp.amp.policy.Precision;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.Comparator;
+import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Set;
 
 /**
  * How much of a model's arithmetic computed in which precision in its first forward on a device:
@@ -87,29 +91,57 @@ public final class ArithmeticShare {
     }
 
     /**
-     * 2 x matrix-shaped weight elements x positions of the floating input with the most of them; 0
-     * for a lookup (integer inputs only: an embedding's table is read, not multiplied). A block
-     * whose first inputs are category indices and the rest time series (DJL's DeepAR) is counted by
-     * its series.
+     * 2 x matrix-shaped weight elements x positions of the floating input with the most of them. A
+     * block whose first inputs are category indices and the rest time series (DJL's DeepAR) is
+     * counted by its series. A block of integer inputs only reads token indices: each index is one
+     * position (d2l-java's {@code RNNModel}, a text classifier), and the tables it looks them up in
+     * (DJL's embeddings) are read, not multiplied, so a lookup alone is 0.
      */
     private static long estimatedFlops(Block block, NDList inputs) {
         long positions = 0;
+        long indices = 0;
         for (NDArray input : inputs) {
-            if (!input.getDataType().isInteger() && input.getDataType() != DataType.BOOLEAN) {
+            DataType type = input.getDataType();
+            if (type == DataType.BOOLEAN) {
+                continue;
+            }
+            if (type.isInteger()) {
+                indices = Math.max(indices, input.getShape().size());
+            } else {
                 positions = Math.max(positions, positions(input));
             }
         }
         if (positions == 0) {
+            positions = indices;
+        }
+        if (positions == 0) {
             return 0;
         }
+        Set<Parameter> tables = Collections.newSetFromMap(new IdentityHashMap<>());
+        addLookupTables(block, tables);
         long weights = 0;
         for (Pair<String, Parameter> p : block.getParameters()) {
             Parameter parameter = p.getValue();
-            if (parameter.isInitialized() && parameter.getArray().getShape().dimension() >= 2) {
+            if (parameter.isInitialized()
+                    && parameter.getArray().getShape().dimension() >= 2
+                    && !tables.contains(parameter)) {
                 weights += parameter.getArray().size();
             }
         }
         return 2 * weights * positions;
+    }
+
+    /** The parameters of every embedding in {@code block}'s tree, itself included. */
+    private static void addLookupTables(Block block, Set<Parameter> tables) {
+        if (block instanceof AbstractEmbedding || block instanceof IdEmbedding) {
+            for (Pair<String, Parameter> p : block.getParameters()) {
+                tables.add(p.getValue());
+            }
+            return;
+        }
+        for (Pair<String, Block> child : block.getChildren()) {
+            addLookupTables(child.getValue(), tables);
+        }
     }
 
     /** Pixels of an image batch (N, C, ...), else the rows of (..., features). */

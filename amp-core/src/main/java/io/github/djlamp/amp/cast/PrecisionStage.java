@@ -252,8 +252,13 @@ final class PrecisionStage extends ShadowBlock {
                         + vouchedBy
                         + ", and the engine refused its forward: "
                         + e.getMessage()
-                        + ". Its own code mixes arrays of its own with the 16-bit ones. Keep it in"
-                        + " fp32 with the override class:"
+                        + (mixesTypes(e)
+                                ? ". Its own code mixes arrays of its own with the 16-bit ones."
+                                : ". The engine cannot run one of its operations in "
+                                        + precision.canonicalName()
+                                        + " on this machine, or its own code mixes arrays of its"
+                                        + " own with the 16-bit ones.")
+                        + " Keep it in fp32 with the override class:"
                         + inner.getClass().getName()
                         + "=fp32 in the policy (for example Amp.wrap(block, \"mixed_"
                         + precision.canonicalName()
@@ -261,6 +266,14 @@ final class PrecisionStage extends ShadowBlock {
                         + inner.getClass().getName()
                         + "=fp32]\")), or make its arrays in its input's data type.",
                 e);
+    }
+
+    /** Whether the engine's message says two operands' data types differ. */
+    private static boolean mixesTypes(EngineException e) {
+        String message = String.valueOf(e.getMessage());
+        return message.contains("same dtype")
+                || message.contains("should be the same")
+                || message.contains("expected scalar type");
     }
 
     /** Runs on the inputs as they are, which may be bf16 outputs of the stage before. */

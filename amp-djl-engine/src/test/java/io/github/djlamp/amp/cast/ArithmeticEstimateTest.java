@@ -8,7 +8,9 @@ import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Block;
+import ai.djl.nn.SequentialBlock;
 import ai.djl.nn.core.Linear;
+import ai.djl.nn.transformer.IdEmbedding;
 import io.github.djlamp.amp.policy.Precision;
 import org.junit.jupiter.api.Test;
 
@@ -40,17 +42,41 @@ class ArithmeticEstimateTest {
     @Test
     void aLookupAloneIsNotArithmetic() {
         try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
-            Block embedding = Linear.builder().setUnits(4).build(); // stands in for a table
-            embedding.initialize(manager, DataType.FLOAT32, new Shape(2, 3));
+            Block table =
+                    new IdEmbedding.Builder().setDictionarySize(10).setEmbeddingSize(4).build();
+            table.initialize(manager, DataType.FLOAT32, new Shape(2, 3));
+            NDList tokens = new NDList(manager.zeros(new Shape(2, 3), DataType.INT64));
+            ArithmeticShare share = new ArithmeticShare(Precision.BF16);
+            share.record("01Lookup", new OwnForwardStandIn(table), Precision.FP32, tokens, tokens);
+            assertEquals(0, share.getFlops(), share.toString());
+        }
+    }
+
+    /**
+     * d2l-java's {@code RNNModel} takes token indices only (it one-hot encodes them itself) and
+     * counted 0 FLOP: "0.0% of 0 FLOP", no WARN, although its recurrent and linear layers ran whole
+     * in fp32. Each index is a position; an embedding's table is still not counted.
+     */
+    @Test
+    void aUnitOfTokenIndicesIsCountedByItsTokens() {
+        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+            Block model =
+                    new SequentialBlock()
+                            .add(
+                                    new IdEmbedding.Builder()
+                                            .setDictionarySize(10)
+                                            .setEmbeddingSize(8)
+                                            .build())
+                            .add(Linear.builder().setUnits(4).build());
+            model.initialize(manager, DataType.FLOAT32, new Shape(2, 3));
             NDList tokens = new NDList(manager.zeros(new Shape(2, 3), DataType.INT64));
             ArithmeticShare share = new ArithmeticShare(Precision.BF16);
             share.record(
-                    "01Embedding",
-                    new OwnForwardStandIn(embedding),
-                    Precision.FP32,
-                    tokens,
-                    tokens);
-            assertEquals(0, share.getFlops(), share.toString());
+                    "01RNNModel", new OwnForwardStandIn(model), Precision.FP32, tokens, tokens);
+            // 2 x the linear layer's 4 x 8 weights x 6 tokens; the 10 x 8 table is read, not
+            // counted
+            assertEquals(2 * 32 * 6, share.getFlops(), share.toString());
+            assertTrue(share.isMostlyFp32(), "the WARN names the unit: " + share);
         }
     }
 

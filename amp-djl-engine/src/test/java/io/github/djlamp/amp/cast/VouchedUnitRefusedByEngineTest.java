@@ -58,6 +58,11 @@ class VouchedUnitRefusedByEngineTest {
             String name = unit.getClass().getSimpleName();
             assertTrue(message.startsWith("'02" + name + "' ("), message);
             assertTrue(e.getCause() instanceof EngineException, message);
+            // the engine said the types differ: the message says so, not a guess between two causes
+            assertTrue(
+                    message.contains(
+                            ". Its own code mixes arrays of its own with the 16-bit ones."),
+                    message);
             return message;
         }
     }
