@@ -42,7 +42,9 @@ import org.objectweb.asm.Type;
  *       the lambda belongs to. {@code Activation.reluBlock()} and its like are method references,
  *       as above;
  *   <li>{@code LambdaBlock.singleton(f)}'s wrapper (its lambda in DJL's LambdaBlock), known when
- *       the function it wraps is.
+ *       the function it wraps is;
+ *   <li>a lambda a user wrote whose body {@link SafeLambdaBodies} reads as safe on bf16 arrays
+ *       (d2l-java's GoogLeNet join: a concatenation of its branches).
  * </ul>
  *
  * <p>The DJL functions listed pass no data type to native code in DJL's PyTorch engine: their
@@ -60,9 +62,9 @@ import org.objectweb.asm.Type;
  * candidate sites that are all DJL's own, the block's name, set by the DJL factory that made it,
  * picks the one. A name is never trusted where any candidate is not DJL's.
  *
- * <p>Left out (fp32): a lambda of unknown content (any user lambda expression, a method reference
- * to a user's method, a capturing lambda wrapping a DJL call such as {@code x ->
- * Activation.leakyRelu(x, a)}), {@code Blocks.onesBlock} (makes new arrays of a fixed type rather
+ * <p>Left out (fp32): a lambda of unknown content (a user lambda whose body calls what {@link
+ * SafeLambdaBodies} does not list, a method reference to a user's method, a lambda that captures an
+ * object that may carry code), {@code Blocks.onesBlock} (makes new arrays of a fixed type rather
  * than transforming its input), and a DJL function written in a class that also writes a lambda of
  * unknown content that may reach the same place: with {@code .add(Activation::relu)} and {@code
  * .add(x -> custom(x))} in one class both are fp32, as their objects cannot be told apart on JDK 17
@@ -85,6 +87,9 @@ final class KnownLambdas {
     private static final String ON_LIST = "(" + NDLIST + ")" + NDLIST;
     private static final String ON_ARRAY = "(" + NDARRAY + ")" + NDARRAY;
     private static final String LAMBDA_PREFIX = "lambda$";
+
+    /** A lambda of a user's whose body {@link SafeLambdaBodies} reads as safe on bf16 arrays. */
+    private static final Known SAFE_BODY = new Known("lambda", true, false);
 
     /** DJL's public static functions a method reference may name: "owner.name(desc)". */
     private static final Map<String, Known> FUNCTIONS = new HashMap<>();
@@ -182,7 +187,9 @@ final class KnownLambdas {
      * on 16-bit branch outputs.
      */
     static boolean isKnownJoin(ParallelBlock block) {
-        return writtenIn(functionOf(() -> DjlSeam.parallelJoin(block)), JOIN_CAPTURERS);
+        Object join = functionOf(() -> DjlSeam.parallelJoin(block));
+        return writtenIn(join, JOIN_CAPTURERS)
+                || (join != null && isKnown(join, Use.JOIN, block.getClass().getSimpleName()));
     }
 
     /**
@@ -198,7 +205,7 @@ final class KnownLambdas {
         Class<?> capturing = LambdaSites.capturingClass(function.getClass());
         Set<Known> known = new HashSet<>();
         for (LambdaSites.Site site : candidates) {
-            Known k = known(site.implementation(), capturing);
+            Known k = known(site, capturing);
             if (k == null) {
                 return false;
             }
@@ -215,8 +222,9 @@ final class KnownLambdas {
                 || known.stream().anyMatch(k -> k.bf16Kernel() && k.label().equals(blockName));
     }
 
-    /** What the method {@code implementation} is, for a lambda written in {@code capturing}. */
-    private static Known known(Handle implementation, Class<?> capturing) {
+    /** What the method a lambda site runs is, for a lambda written in {@code capturing}. */
+    private static Known known(LambdaSites.Site site, Class<?> capturing) {
+        Handle implementation = site.implementation();
         if (implementation.getTag() != Opcodes.H_INVOKESTATIC) {
             return null;
         }
@@ -228,13 +236,24 @@ final class KnownLambdas {
         }
         // javac puts a lambda's body in the class that wrote it, named lambda$<enclosing>$<n>
         int end = name.lastIndexOf('$');
-        if (!FACTORY_CLASSES.contains(capturing)
-                || !owner.equals(Type.getInternalName(capturing))
+        if (!owner.equals(Type.getInternalName(capturing))
                 || !name.startsWith(LAMBDA_PREFIX)
                 || end <= LAMBDA_PREFIX.length()) {
             return null;
         }
-        return FACTORY_LAMBDAS.get(owner + "." + name.substring(LAMBDA_PREFIX.length(), end));
+        if (FACTORY_CLASSES.contains(capturing)) {
+            return FACTORY_LAMBDAS.get(owner + "." + name.substring(LAMBDA_PREFIX.length(), end));
+        }
+        return SafeLambdaBodies.isSafe(
+                        capturing, implementation, site.captured(), KnownLambdas::isBf16Function)
+                ? SAFE_BODY
+                : null;
+    }
+
+    /** Whether "owner.name(descriptor)" is a DJL function listed here with a bf16 kernel. */
+    private static boolean isBf16Function(String key) {
+        Known function = FUNCTIONS.get(key);
+        return function != null && function.bf16Kernel();
     }
 
     /** The one function {@code LambdaBlock.singleton}'s wrapper captured, or null. */

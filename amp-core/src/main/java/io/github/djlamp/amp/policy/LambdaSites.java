@@ -236,19 +236,36 @@ final class LambdaSites {
         }
     }
 
-    private static Table read(Class<?> type) throws IOException {
+    /**
+     * Returns the class file of {@code type} as read by ASM, or null when it cannot be found or
+     * read or is not the loaded class's.
+     */
+    static ClassNode classNode(Class<?> type) {
+        try {
+            return readNode(type);
+        } catch (RuntimeException | IOException | LinkageError e) {
+            return null;
+        }
+    }
+
+    private static ClassNode readNode(Class<?> type) throws IOException {
         String internalName = Type.getInternalName(type);
         byte[] bytes;
         try (InputStream in = type.getResourceAsStream("/" + internalName + ".class")) {
             if (in == null) {
-                return new Table(List.of(), "no class file");
+                return null;
             }
             bytes = in.readAllBytes();
         }
         ClassNode node = new ClassNode();
         new ClassReader(bytes).accept(node, ClassReader.SKIP_FRAMES | ClassReader.SKIP_DEBUG);
-        if (!internalName.equals(node.name)) {
-            return new Table(List.of(), "its class file names " + node.name);
+        return internalName.equals(node.name) ? node : null;
+    }
+
+    private static Table read(Class<?> type) throws IOException {
+        ClassNode node = readNode(type);
+        if (node == null) {
+            return new Table(List.of(), "no class file of " + type.getName() + " to read");
         }
         List<Site> sites = new ArrayList<>();
         for (MethodNode method : node.methods) {

@@ -46,7 +46,12 @@ class Fp32FallbackWarningTest {
         SequentialBlock model =
                 new SequentialBlock()
                         // the lambda is written here, outside the block: unknown content to it
-                        .add(new OwnForward(new ai.djl.nn.LambdaBlock(x -> x)))
+                        .add(
+                                new OwnForward(
+                                        new ai.djl.nn.LambdaBlock(
+                                                x ->
+                                                        io.github.djlamp.amp.policy.UnknownCode
+                                                                .same(x))))
                         .add(Linear.builder().setUnits(2).build());
         ArithmeticShare share = new ArithmeticShare(Precision.BF16);
         share.recordProduct("01OwnForward", "OwnForward", Precision.FP32, 9000);

@@ -76,7 +76,7 @@ class PlanAgreementTest {
                 .add(new Vouched())
                 .add(
                         new ParallelBlock(
-                                list -> list.get(0),
+                                io.github.djlamp.amp.policy.UnknownCode::first,
                                 List.of(
                                         Linear.builder().setUnits(8).build(),
                                         Linear.builder().setUnits(8).build())))

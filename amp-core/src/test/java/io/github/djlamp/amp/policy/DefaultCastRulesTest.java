@@ -126,12 +126,13 @@ class DefaultCastRulesTest {
         shapes.add(DataType.FLOAT32, new Shape(1));
         List<Block> unknown =
                 List.of(
-                        new LambdaBlock(x -> x),
-                        new LambdaBlock(x -> x, LambdaBlock.DEFAULT_NAME),
+                        new LambdaBlock(x -> UnknownCode.same(x)),
+                        new LambdaBlock(x -> UnknownCode.same(x), LambdaBlock.DEFAULT_NAME),
                         new LambdaBlock(
                                 x -> new NDList(x.singletonOrThrow().softmax(-1)), "softmax"),
-                        new LambdaBlock(x -> x, "ReLU"), // a name is not a function
-                        LambdaBlock.singleton(a -> a),
+                        new LambdaBlock(
+                                x -> UnknownCode.same(x), "ReLU"), // a name is not a function
+                        LambdaBlock.singleton(a -> UnknownCode.sameArray(a)),
                         Blocks.onesBlock(shapes, new String[] {"ones"}),
                         // DJL names, left out: no bf16 CPU kernel / unsupported by the engine
                         Pool.avgPool3dBlock(new Shape(2, 2, 2)),
@@ -147,7 +148,7 @@ class DefaultCastRulesTest {
         assertCategory(CastCategory.CONTAINER, new SequentialBlock(), "SequentialBlock");
         assertCategory(
                 CastCategory.CONTAINER,
-                new ParallelBlock(list -> list.get(0), List.of(Activation.reluBlock())),
+                new ParallelBlock(UnknownCode::first, List.of(Activation.reluBlock())),
                 "ParallelBlock");
     }
 
@@ -259,6 +260,8 @@ class DefaultCastRulesTest {
                 DefaultCastRules.knowsSafeIn16Bits(new MarkedLeaf()),
                 "LOW only on its author's word");
         assertFalse(DefaultCastRules.knowsSafeIn16Bits(new TestBlocks.Leaf()));
-        assertFalse(DefaultCastRules.knowsSafeIn16Bits(new LambdaBlock(list -> list)));
+        assertFalse(
+                DefaultCastRules.knowsSafeIn16Bits(
+                        new LambdaBlock(list -> UnknownCode.same(list))));
     }
 }

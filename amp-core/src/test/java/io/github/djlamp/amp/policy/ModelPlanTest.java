@@ -32,7 +32,7 @@ class ModelPlanTest {
                 .add(LayerNorm.builder().build())
                 .add(
                         new ParallelBlock(
-                                list -> list.get(0),
+                                UnknownCode::first,
                                 List.of(
                                         new SequentialBlock()
                                                 .add(Linear.builder().setUnits(8).build())
@@ -123,7 +123,7 @@ class ModelPlanTest {
     /** A block of the user's own whose author vouches for it. */
     static final class Marked extends LambdaBlock implements LowPrecisionSafe {
         Marked() {
-            super(list -> list);
+            super(list -> UnknownCode.same(list));
         }
     }
 
@@ -133,7 +133,7 @@ class ModelPlanTest {
                 new SequentialBlock()
                         .add(Linear.builder().setUnits(8).build())
                         .add(new Marked())
-                        .add(new LambdaBlock(list -> list));
+                        .add(new LambdaBlock(list -> UnknownCode.same(list)));
         Block model = new SequentialBlock().add(unit).add(Linear.builder().setUnits(4).build());
         String overrides =
                 "[path:01SequentialBlock=low,path:01SequentialBlock/03LambdaBlock=trusted]";

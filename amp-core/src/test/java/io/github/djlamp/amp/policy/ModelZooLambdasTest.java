@@ -90,14 +90,14 @@ class ModelZooLambdasTest {
             }
             assertTrue(joins > 0);
         }
-        ParallelBlock user = new ParallelBlock(list -> list.get(0), List.of(new SequentialBlock()));
+        ParallelBlock user = new ParallelBlock(UnknownCode::first, List.of(new SequentialBlock()));
         assertFalse(DefaultCastRules.hasKnownJoin(user));
     }
 
     @Test
     void mlpDefaultActivationPassesThroughButAUserOneDoesNot() {
         assertTrue(countLambdas(new Mlp(8, 2, new int[] {4, 4}), CastCategory.PASS_THROUGH) >= 2);
-        Block custom = new Mlp(8, 2, new int[] {4}, (NDList x) -> x);
+        Block custom = new Mlp(8, 2, new int[] {4}, (NDList x) -> UnknownCode.same(x));
         assertEquals(
                 CastCategory.FP32,
                 PrecisionPolicy.mixedBfloat16()

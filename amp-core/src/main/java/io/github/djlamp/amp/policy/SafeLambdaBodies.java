@@ -1,0 +1,316 @@
+package io.github.djlamp.amp.policy;
+
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.function.Predicate;
+import org.objectweb.asm.ConstantDynamic;
+import org.objectweb.asm.Handle;
+import org.objectweb.asm.Opcodes;
+import org.objectweb.asm.tree.AbstractInsnNode;
+import org.objectweb.asm.tree.ClassNode;
+import org.objectweb.asm.tree.FieldInsnNode;
+import org.objectweb.asm.tree.InvokeDynamicInsnNode;
+import org.objectweb.asm.tree.LdcInsnNode;
+import org.objectweb.asm.tree.MethodInsnNode;
+import org.objectweb.asm.tree.MethodNode;
+
+/**
+ * Whether a lambda a user wrote only does what is safe on bf16 arrays, read from its body in the
+ * class file of the class that wrote it: d2l-java's GoogLeNet joins its branches with {@code list
+ * -> new NDList(NDArrays.concat(new NDList(list.stream().map(NDList::head)...), 1))}, which ran in
+ * fp32 with a cast on each side because a lambda of unknown content may call softmax, and DJL's
+ * PyTorch engine terminates the JVM when softmax meets a bf16 array.
+ *
+ * <p>A body is safe when every method it calls, and every method a lambda it makes runs, is
+ *
+ * <ul>
+ *   <li>one of {@link #DJL_MEMBERS}: members of {@code NDArray}, {@code NDArrays} and {@code
+ *       NDList} that pass no data type to native code, each run on bf16 arrays, forward and
+ *       backward, by {@code SafeMembersOnBf16Test} in a child JVM;
+ *   <li>a DJL function {@link KnownLambdas} lists with a bf16 kernel ({@code Activation.relu});
+ *   <li>a member of a JDK collection, stream or number type ({@link #JDK_MEMBERS}) that runs no
+ *       code but what it is handed;
+ *   <li>a static or private method of the same class, whose body is safe in turn (at most {@value
+ *       #MAX_DEPTH} calls deep).
+ * </ul>
+ *
+ * <p>and it can be handed no code from outside: the values the lambda captures and the fields it
+ * reads are numbers, strings, shapes, arrays of numbers, or DJL arrays and lists of them ({@link
+ * #INERT}), it writes no field, and the only functions it hands to a stream are lambdas it makes
+ * itself, checked the same way. A lambda that captures {@code this}, a function or any other object
+ * is not safe, whatever it does: what such an object runs cannot be read here.
+ */
+final class SafeLambdaBodies {
+
+    private static final int MAX_DEPTH = 4;
+
+    private static final String LAMBDA_METAFACTORY = "java/lang/invoke/LambdaMetafactory";
+
+    /**
+     * DJL members that pass no data type to native code on bf16 arrays: "owner.name(descriptor)".
+     * Each has a scenario in {@code SafeMembersOnBf16Test}, which fails for an entry without one.
+     */
+    static final Set<String> DJL_MEMBERS =
+            Set.of(
+                    "ai/djl/ndarray/NDArray.add(Lai/djl/ndarray/NDArray;)Lai/djl/ndarray/NDArray;",
+                    "ai/djl/ndarray/NDArray.sub(Lai/djl/ndarray/NDArray;)Lai/djl/ndarray/NDArray;",
+                    "ai/djl/ndarray/NDArray.mul(Lai/djl/ndarray/NDArray;)Lai/djl/ndarray/NDArray;",
+                    "ai/djl/ndarray/NDArray.div(Lai/djl/ndarray/NDArray;)Lai/djl/ndarray/NDArray;",
+                    "ai/djl/ndarray/NDArray.maximum(Lai/djl/ndarray/NDArray;)Lai/djl/ndarray/NDArray;",
+                    "ai/djl/ndarray/NDArray.minimum(Lai/djl/ndarray/NDArray;)Lai/djl/ndarray/NDArray;",
+                    "ai/djl/ndarray/NDArray.matMul(Lai/djl/ndarray/NDArray;)Lai/djl/ndarray/NDArray;",
+                    "ai/djl/ndarray/NDArray.neg()Lai/djl/ndarray/NDArray;",
+                    "ai/djl/ndarray/NDArray.abs()Lai/djl/ndarray/NDArray;",
+                    "ai/djl/ndarray/NDArray.exp()Lai/djl/ndarray/NDArray;",
+                    "ai/djl/ndarray/NDArray.square()Lai/djl/ndarray/NDArray;",
+                    "ai/djl/ndarray/NDArray.reshape([J)Lai/djl/ndarray/NDArray;",
+                    "ai/djl/ndarray/NDArray.reshape(Lai/djl/ndarray/types/Shape;)Lai/djl/ndarray/NDArray;",
+                    "ai/djl/ndarray/NDArray.transpose()Lai/djl/ndarray/NDArray;",
+                    "ai/djl/ndarray/NDArray.transpose([I)Lai/djl/ndarray/NDArray;",
+                    "ai/djl/ndarray/NDArray.swapAxes(II)Lai/djl/ndarray/NDArray;",
+                    "ai/djl/ndarray/NDArray.expandDims(I)Lai/djl/ndarray/NDArray;",
+                    "ai/djl/ndarray/NDArray.squeeze(I)Lai/djl/ndarray/NDArray;",
+                    "ai/djl/ndarray/NDArray.flatten()Lai/djl/ndarray/NDArray;",
+                    "ai/djl/ndarray/NDArray.concat(Lai/djl/ndarray/NDArray;I)Lai/djl/ndarray/NDArray;",
+                    "ai/djl/ndarray/NDArray.sum()Lai/djl/ndarray/NDArray;",
+                    "ai/djl/ndarray/NDArray.sum([I)Lai/djl/ndarray/NDArray;",
+                    "ai/djl/ndarray/NDArray.mean()Lai/djl/ndarray/NDArray;",
+                    "ai/djl/ndarray/NDArray.mean([I)Lai/djl/ndarray/NDArray;",
+                    "ai/djl/ndarray/NDArray.getShape()Lai/djl/ndarray/types/Shape;",
+                    "ai/djl/ndarray/NDArrays.concat(Lai/djl/ndarray/NDList;)Lai/djl/ndarray/NDArray;",
+                    "ai/djl/ndarray/NDArrays.concat(Lai/djl/ndarray/NDList;I)Lai/djl/ndarray/NDArray;",
+                    "ai/djl/ndarray/NDArrays.stack(Lai/djl/ndarray/NDList;)Lai/djl/ndarray/NDArray;",
+                    "ai/djl/ndarray/NDArrays.stack(Lai/djl/ndarray/NDList;I)Lai/djl/ndarray/NDArray;",
+                    "ai/djl/ndarray/NDArrays.add([Lai/djl/ndarray/NDArray;)Lai/djl/ndarray/NDArray;",
+                    "ai/djl/ndarray/NDList.<init>()V",
+                    "ai/djl/ndarray/NDList.<init>(I)V",
+                    "ai/djl/ndarray/NDList.<init>([Lai/djl/ndarray/NDArray;)V",
+                    "ai/djl/ndarray/NDList.<init>(Ljava/util/Collection;)V",
+                    "ai/djl/ndarray/NDList.head()Lai/djl/ndarray/NDArray;",
+                    "ai/djl/ndarray/NDList.singletonOrThrow()Lai/djl/ndarray/NDArray;",
+                    "ai/djl/ndarray/NDList.get(I)Ljava/lang/Object;",
+                    "ai/djl/ndarray/NDList.size()I",
+                    "ai/djl/ndarray/NDList.isEmpty()Z",
+                    "ai/djl/ndarray/NDList.add(Ljava/lang/Object;)Z",
+                    "ai/djl/ndarray/NDList.addAll(Lai/djl/ndarray/NDList;)Lai/djl/ndarray/NDList;",
+                    "ai/djl/ndarray/NDList.subNDList(I)Lai/djl/ndarray/NDList;",
+                    "ai/djl/ndarray/NDList.stream()Ljava/util/stream/Stream;",
+                    "ai/djl/ndarray/NDList.iterator()Ljava/util/Iterator;");
+
+    /**
+     * JDK members that run no code but what they are handed and never call an element's {@code
+     * equals}, {@code hashCode} or {@code toString} (DJL's {@code equals} on arrays compares
+     * contents): "owner.name", any descriptor. Every member of {@code java/lang/Math} too.
+     */
+    private static final Set<String> JDK_MEMBERS = jdkMembers();
+
+    private static Set<String> jdkMembers() {
+        Set<String> members = new HashSet<>();
+        String[] collections = {"java/util/List", "java/util/Collection", "java/util/ArrayList"};
+        for (String owner : collections) {
+            for (String name :
+                    List.of(
+                            "<init>",
+                            "get",
+                            "size",
+                            "isEmpty",
+                            "stream",
+                            "iterator",
+                            "add",
+                            "addAll",
+                            "subList",
+                            "toArray",
+                            "of",
+                            "copyOf")) {
+                members.add(owner + "." + name);
+            }
+        }
+        for (String name : List.of("hasNext", "next")) {
+            members.add("java/util/Iterator." + name);
+        }
+        members.add("java/util/Arrays.asList");
+        members.add("java/util/Arrays.stream");
+        members.add("java/util/Objects.requireNonNull");
+        for (String name :
+                List.of(
+                        "map",
+                        "flatMap",
+                        "filter",
+                        "collect",
+                        "toList",
+                        "toArray",
+                        "limit",
+                        "skip",
+                        "reduce",
+                        "forEach",
+                        "of",
+                        "count",
+                        "iterator")) {
+            members.add("java/util/stream/Stream." + name);
+        }
+        members.add("java/util/stream/Collectors.toList");
+        for (String name : List.of("range", "rangeClosed", "mapToObj", "forEach", "boxed")) {
+            members.add("java/util/stream/IntStream." + name);
+        }
+        for (String box : List.of("Integer", "Long", "Float", "Double")) {
+            for (String name :
+                    List.of("valueOf", "intValue", "longValue", "floatValue", "doubleValue")) {
+                members.add("java/lang/" + box + "." + name);
+            }
+        }
+        return Set.copyOf(members);
+    }
+
+    /** Types of captured values and fields that cannot carry code. */
+    private static final Set<String> INERT =
+            Set.of(
+                    "I",
+                    "J",
+                    "F",
+                    "D",
+                    "Z",
+                    "S",
+                    "B",
+                    "C",
+                    "[I",
+                    "[J",
+                    "[F",
+                    "[D",
+                    "Ljava/lang/Integer;",
+                    "Ljava/lang/Long;",
+                    "Ljava/lang/Float;",
+                    "Ljava/lang/Double;",
+                    "Ljava/lang/String;",
+                    "Lai/djl/ndarray/types/Shape;",
+                    "Lai/djl/ndarray/NDArray;",
+                    "Lai/djl/ndarray/NDList;");
+
+    private static final ClassValue<Map<String, MethodNode>> METHODS =
+            new ClassValue<>() {
+                @Override
+                protected Map<String, MethodNode> computeValue(Class<?> type) {
+                    ClassNode node = LambdaSites.classNode(type);
+                    Map<String, MethodNode> methods = new HashMap<>();
+                    if (node != null) {
+                        for (MethodNode method : node.methods) {
+                            methods.put(method.name + method.desc, method);
+                        }
+                    }
+                    return methods;
+                }
+            };
+
+    private SafeLambdaBodies() {}
+
+    /**
+     * Returns whether the lambda site's body, a method of {@code capturing}, is safe on bf16
+     * arrays.
+     *
+     * @param capturing the class that wrote the lambda
+     * @param implementation the method the lambda runs
+     * @param captured the descriptors of the values it captures
+     * @param knownFunction DJL functions known to have a bf16 kernel, by "owner.name(descriptor)"
+     */
+    static boolean isSafe(
+            Class<?> capturing,
+            Handle implementation,
+            List<String> captured,
+            Predicate<String> knownFunction) {
+        if (!INERT.containsAll(captured)) {
+            return false;
+        }
+        return new Reading(capturing, knownFunction).safe(implementation, 0);
+    }
+
+    /** One reading of one lambda's body and what it calls; remembers what it has seen. */
+    private static final class Reading {
+        private final Class<?> capturing;
+        private final String owner;
+        private final Map<String, MethodNode> methods;
+        private final Predicate<String> knownFunction;
+        private final Set<String> seen = new HashSet<>();
+
+        Reading(Class<?> capturing, Predicate<String> knownFunction) {
+            this.capturing = capturing;
+            this.owner = org.objectweb.asm.Type.getInternalName(capturing);
+            this.methods = METHODS.get(capturing);
+            this.knownFunction = knownFunction;
+        }
+
+        /** A method a lambda runs (a site's implementation). */
+        boolean safe(Handle handle, int depth) {
+            return safeCall(handle.getOwner(), handle.getName(), handle.getDesc(), depth);
+        }
+
+        private boolean safeCall(String callOwner, String name, String desc, int depth) {
+            String key = callOwner + "." + name + desc;
+            if (DJL_MEMBERS.contains(key)
+                    || JDK_MEMBERS.contains(callOwner + "." + name)
+                    || "java/lang/Math".equals(callOwner)
+                    || knownFunction.test(key)) {
+                return true;
+            }
+            if (!owner.equals(callOwner) || depth >= MAX_DEPTH) {
+                return false;
+            }
+            MethodNode method = methods.get(name + desc);
+            if (method == null
+                    || (method.access & (Opcodes.ACC_STATIC | Opcodes.ACC_PRIVATE)) == 0) {
+                return false; // an overridable method may run a subclass's code
+            }
+            return !seen.add(key) || safeBody(method, depth + 1);
+        }
+
+        private boolean safeBody(MethodNode method, int depth) {
+            for (AbstractInsnNode insn : method.instructions) {
+                if (insn instanceof MethodInsnNode) {
+                    MethodInsnNode call = (MethodInsnNode) insn;
+                    if (!safeCall(call.owner, call.name, call.desc, depth)) {
+                        return false;
+                    }
+                } else if (insn instanceof InvokeDynamicInsnNode) {
+                    InvokeDynamicInsnNode indy = (InvokeDynamicInsnNode) insn;
+                    if (!LAMBDA_METAFACTORY.equals(indy.bsm.getOwner())
+                            || indy.bsmArgs.length < 3
+                            || !(indy.bsmArgs[1] instanceof Handle)
+                            || !inert(indy.desc)
+                            || !safe((Handle) indy.bsmArgs[1], depth)) {
+                        return false;
+                    }
+                } else if (insn instanceof FieldInsnNode) {
+                    FieldInsnNode field = (FieldInsnNode) insn;
+                    if (insn.getOpcode() == Opcodes.PUTFIELD
+                            || insn.getOpcode() == Opcodes.PUTSTATIC
+                            || !INERT.contains(field.desc)) {
+                        return false;
+                    }
+                } else if (insn instanceof LdcInsnNode) {
+                    Object constant = ((LdcInsnNode) insn).cst;
+                    if (constant instanceof Handle || constant instanceof ConstantDynamic) {
+                        return false;
+                    }
+                }
+            }
+            return true;
+        }
+
+        /** Whether every value a lambda site captures (its indy's arguments) is inert. */
+        private static boolean inert(String indyDescriptor) {
+            for (org.objectweb.asm.Type t :
+                    org.objectweb.asm.Type.getArgumentTypes(indyDescriptor)) {
+                if (!INERT.contains(t.getDescriptor())) {
+                    return false;
+                }
+            }
+            return true;
+        }
+
+        @Override
+        public String toString() {
+            return "reading of a lambda of " + capturing.getName();
+        }
+    }
+}

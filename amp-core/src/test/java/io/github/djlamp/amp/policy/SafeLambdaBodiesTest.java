@@ -1,0 +1,167 @@
+package io.github.djlamp.amp.policy;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDArrays;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.types.DataType;
+import ai.djl.nn.Activation;
+import ai.djl.nn.Block;
+import ai.djl.nn.LambdaBlock;
+import ai.djl.nn.ParallelBlock;
+import ai.djl.nn.SequentialBlock;
+import ai.djl.nn.core.Linear;
+import java.util.List;
+import java.util.function.Function;
+import java.util.stream.Collectors;
+import org.junit.jupiter.api.Test;
+
+/**
+ * A user's lambda is known as safe on bf16 arrays when its body, read from the class file, calls
+ * only DJL members that pass no data type to native code (and JDK collection and stream members),
+ * and can be handed no code from outside. d2l-java's GoogLeNet joins its branches with a
+ * concatenation written as a lambda; it ran in fp32 with a cast on each side of every join.
+ *
+ * <p>Each nested class writes one lambda: what one class writes decides its lambdas together.
+ */
+class SafeLambdaBodiesTest {
+
+    private static ParallelBlock parallel(Function<List<NDList>, NDList> join) {
+        return new ParallelBlock(
+                join,
+                List.of(
+                        Linear.builder().setUnits(2).build(),
+                        Linear.builder().setUnits(2).build()));
+    }
+
+    /** d2l-java's googlenet.ipynb, its join as written there. */
+    static final class D2lGoogLeNetJoin {
+        static ParallelBlock inception() {
+            return new ParallelBlock(
+                    list -> {
+                        List<NDArray> concatenatedList =
+                                list.stream().map(NDList::head).collect(Collectors.toList());
+                        return new NDList(NDArrays.concat(new NDList(concatenatedList), 1));
+                    },
+                    List.of(
+                            Linear.builder().setUnits(2).build(),
+                            Linear.builder().setUnits(2).build()));
+        }
+    }
+
+    static final class SoftmaxJoin {
+        static ParallelBlock block() {
+            return parallel(list -> new NDList(list.get(0).head().softmax(1)));
+        }
+    }
+
+    static final class HelperJoin {
+        static ParallelBlock block() {
+            return parallel(list -> new NDList(sumOf(list)));
+        }
+
+        private static NDArray sumOf(List<NDList> list) {
+            return list.get(0).head().add(list.get(1).head());
+        }
+    }
+
+    static final class HelperCallingLogSoftmaxJoin {
+        static ParallelBlock block() {
+            return parallel(list -> new NDList(scores(list)));
+        }
+
+        private static NDArray scores(List<NDList> list) {
+            return list.get(0).head().logSoftmax(1);
+        }
+    }
+
+    static final class CapturedFunctionJoin {
+        static ParallelBlock block(Function<NDList, NDArray> pick) {
+            return parallel(
+                    list ->
+                            new NDList(
+                                    NDArrays.concat(
+                                            new NDList(
+                                                    list.stream()
+                                                            .map(pick)
+                                                            .collect(Collectors.toList())),
+                                            1)));
+        }
+    }
+
+    static final class CapturedAxisJoin {
+        static ParallelBlock block(int axis) {
+            return parallel(
+                    list -> new NDList(list.get(0).head().concat(list.get(1).head(), axis)));
+        }
+    }
+
+    static final class ReluOfSumJoin {
+        static ParallelBlock block() {
+            return parallel(
+                    list ->
+                            new NDList(
+                                    Activation.relu(list.get(0).head().add(list.get(1).head()))));
+        }
+    }
+
+    static final class TypeReadingLambda {
+        static LambdaBlock block() {
+            return new LambdaBlock(x -> new NDList(x.head().toType(DataType.FLOAT32, false)));
+        }
+    }
+
+    static final class ReshapingLambda {
+        static LambdaBlock block() {
+            return new LambdaBlock(x -> new NDList(x.head().reshape(-1, 4).transpose()));
+        }
+    }
+
+    static final class PrintingLambda {
+        static LambdaBlock block() {
+            return new LambdaBlock(
+                    x -> {
+                        System.out.println(x.head());
+                        return x;
+                    });
+        }
+    }
+
+    @Test
+    void d2lsGoogLeNetConcatenationIsKnownAndRunsIn16Bits() {
+        ParallelBlock inception = D2lGoogLeNetJoin.inception();
+        assertTrue(KnownLambdas.isKnownJoin(inception));
+        assertNull(DefaultCastRules.bf16HazardIn(new SequentialBlock().add(inception), ""));
+    }
+
+    @Test
+    void joinsThatStayWithinSafeMembersAreKnown() {
+        assertTrue(KnownLambdas.isKnownJoin(HelperJoin.block()), "a private helper is read too");
+        assertTrue(KnownLambdas.isKnownJoin(CapturedAxisJoin.block(1)), "an int captured");
+        assertTrue(KnownLambdas.isKnownJoin(ReluOfSumJoin.block()), "DJL's relu, a bf16 kernel");
+    }
+
+    @Test
+    void joinsThatMayReachSoftmaxOrOutsideCodeAreNot() {
+        assertFalse(KnownLambdas.isKnownJoin(SoftmaxJoin.block()));
+        assertFalse(KnownLambdas.isKnownJoin(HelperCallingLogSoftmaxJoin.block()));
+        assertFalse(
+                KnownLambdas.isKnownJoin(CapturedFunctionJoin.block(NDList::head)),
+                "a captured function may run anything");
+        String hazard = DefaultCastRules.bf16HazardIn(SoftmaxJoin.block(), "01ParallelBlock");
+        assertTrue(hazard != null && hazard.contains("join"), String.valueOf(hazard));
+    }
+
+    @Test
+    void aLambdaBlockOfSafeMembersPassesThroughAndOneReadingATypeDoesNot() {
+        Block reshaping = ReshapingLambda.block();
+        assertTrue(KnownLambdas.isPassThrough((LambdaBlock) reshaping));
+        assertEquals(CastCategory.PASS_THROUGH, DefaultCastRules.categoryOf(reshaping));
+        assertFalse(KnownLambdas.isPassThrough(TypeReadingLambda.block()));
+        assertFalse(KnownLambdas.isPassThrough(PrintingLambda.block()), "printing calls toString");
+    }
+}
