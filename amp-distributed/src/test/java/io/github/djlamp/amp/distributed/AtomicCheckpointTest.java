@@ -112,6 +112,7 @@ class AtomicCheckpointTest {
         try (Model model = Model.newInstance("atomic");
                 NDManager manager = NDManager.newBaseManager()) {
             model.setBlock(Amp.wrap(Linear.builder().setUnits(2).build(), "fp32"));
+            // DJL's L2 loss (mul(Number), not GC-safe) is fine here: only the files are checked
             DefaultTrainingConfig config =
                     new DefaultTrainingConfig(Loss.l2Loss())
                             .optOptimizer(
@@ -170,6 +171,7 @@ class AtomicCheckpointTest {
                 NDManager manager = NDManager.newBaseManager()) {
             model.setBlock(block());
             model.load(dir, "ckpt");
+            // DJL's L2 loss (mul(Number), not GC-safe) is fine here: only the files are checked
             DefaultTrainingConfig config =
                     new DefaultTrainingConfig(Loss.l2Loss())
                             .optOptimizer(

@@ -13,7 +13,6 @@ import ai.djl.nn.core.Linear;
 import ai.djl.training.DefaultTrainingConfig;
 import ai.djl.training.GradientCollector;
 import ai.djl.training.Trainer;
-import ai.djl.training.loss.Loss;
 import ai.djl.training.optimizer.Optimizer;
 import ai.djl.training.tracker.Tracker;
 import io.github.djlamp.amp.Amp;
@@ -36,7 +35,7 @@ class GradientReducerHookTest {
                 NDManager manager = NDManager.newBaseManager()) {
             model.setBlock(Amp.wrap(Linear.builder().setUnits(2).build(), "fp32"));
             DefaultTrainingConfig config =
-                    new DefaultTrainingConfig(Loss.l2Loss())
+                    new DefaultTrainingConfig(GcSafe.l2Loss())
                             .optOptimizer(
                                     Optimizer.sgd()
                                             .setLearningRateTracker(Tracker.fixed(0.1f))

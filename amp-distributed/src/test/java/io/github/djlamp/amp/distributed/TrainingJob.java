@@ -408,7 +408,8 @@ public final class TrainingJob {
         public NDArray evaluate(NDList labels, NDList predictions) {
             NDArray value = inner.evaluate(labels, predictions);
             // step counts finished steps: the batch being trained is step + 1
-            return step.get() + 1 == injectAt ? value.mul(Float.POSITIVE_INFINITY) : value;
+            // backward reads the Inf: made by the engine (GcSafe), not by DJL's mul(Number)
+            return step.get() + 1 == injectAt ? GcSafe.mul(value, Float.POSITIVE_INFINITY) : value;
         }
     }
 }

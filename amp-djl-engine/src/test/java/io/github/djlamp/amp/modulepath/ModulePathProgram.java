@@ -80,6 +80,7 @@ public final class ModulePathProgram {
         try (Model model = Model.newInstance("module-path", "PyTorch")) {
             MixedPrecisionBlock block = Amp.wrap(net, "mixed_float16");
             model.setBlock(block);
+            // DJL's L2 loss (mul(Number), not GC-safe) is fine here: only the step count is read
             DefaultTrainingConfig config =
                     new DefaultTrainingConfig(Loss.l2Loss())
                             .optOptimizer(

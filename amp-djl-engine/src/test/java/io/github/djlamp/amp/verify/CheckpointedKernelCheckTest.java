@@ -16,7 +16,6 @@ import ai.djl.nn.core.Linear;
 import ai.djl.training.DefaultTrainingConfig;
 import ai.djl.training.GradientCollector;
 import ai.djl.training.Trainer;
-import ai.djl.training.loss.Loss;
 import ai.djl.training.optimizer.Optimizer;
 import ai.djl.training.tracker.Tracker;
 import io.github.djlamp.amp.Amp;
@@ -24,6 +23,7 @@ import io.github.djlamp.amp.AmpOptions;
 import io.github.djlamp.amp.FusedOptimizer;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
 import io.github.djlamp.amp.policy.Checkpointing;
+import io.github.djlamp.amp.pytorch.GcSafe;
 import io.github.djlamp.amp.train.AmpSession;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -79,7 +79,7 @@ class CheckpointedKernelCheckTest {
                             .fusedOptimizer(FusedOptimizer.OFF)
                             .build();
             DefaultTrainingConfig config =
-                    new DefaultTrainingConfig(Loss.l2Loss())
+                    new DefaultTrainingConfig(GcSafe.l2Loss())
                             .optOptimizer(
                                     Optimizer.sgd()
                                             .setLearningRateTracker(Tracker.fixed(0.05f))

@@ -20,7 +20,6 @@ import ai.djl.training.DefaultTrainingConfig;
 import ai.djl.training.GradientCollector;
 import ai.djl.training.ParameterStore;
 import ai.djl.training.Trainer;
-import ai.djl.training.loss.Loss;
 import ai.djl.training.optimizer.Optimizer;
 import ai.djl.training.tracker.Tracker;
 import io.github.djlamp.amp.Amp;
@@ -28,6 +27,7 @@ import io.github.djlamp.amp.cast.MixedPrecisionBlock;
 import io.github.djlamp.amp.cast.PrecisionSummary;
 import io.github.djlamp.amp.diagnostics.AlignmentReport;
 import io.github.djlamp.amp.policy.CastCategory;
+import io.github.djlamp.amp.pytorch.GcSafe;
 import java.util.List;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -112,7 +112,7 @@ class KernelFallbackTest {
             MixedPrecisionBlock wrapped = Amp.wrap(net, policy);
             model.setBlock(wrapped);
             DefaultTrainingConfig config =
-                    new DefaultTrainingConfig(Loss.l2Loss())
+                    new DefaultTrainingConfig(GcSafe.l2Loss())
                             .optOptimizer(
                                     Optimizer.sgd()
                                             .setLearningRateTracker(Tracker.fixed(0.05f))

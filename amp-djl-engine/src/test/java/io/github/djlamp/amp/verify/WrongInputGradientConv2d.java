@@ -9,6 +9,7 @@ import ai.djl.nn.convolutional.Conv2d;
 import ai.djl.training.ParameterStore;
 import ai.djl.util.PairList;
 import io.github.djlamp.amp.policy.Precision;
+import io.github.djlamp.amp.pytorch.GcSafe;
 import io.github.djlamp.amp.spi.AmpBackends;
 
 /**
@@ -79,9 +80,10 @@ public final class WrongInputGradientConv2d extends Conv2d {
                     NDArrays.concat(
                             new NDList(
                                     input.get(new NDIndex("1:")),
-                                    input.get(new NDIndex(":1")).mul(0f)),
+                                    GcSafe.mul(input.get(new NDIndex(":1")), 0f)),
                             0);
         }
-        return new NDList(outputs.head().add(source.sub(source.stopGradient()).mul(16f)));
+        // the numbers made by the engine: backward reads them (GcSafe)
+        return new NDList(outputs.head().add(GcSafe.mul(source.sub(source.stopGradient()), 16f)));
     }
 }

@@ -9,6 +9,7 @@ import ai.djl.nn.convolutional.Conv2d;
 import ai.djl.training.ParameterStore;
 import ai.djl.util.PairList;
 import io.github.djlamp.amp.policy.Precision;
+import io.github.djlamp.amp.pytorch.GcSafe;
 import io.github.djlamp.amp.spi.AmpBackends;
 
 /**
@@ -87,7 +88,7 @@ public final class WrongLowPrecisionConv2d extends Conv2d {
         }
         NDArray y = outputs.head();
         if (!lastRowOnly) {
-            return new NDList(y.add(y.abs().mul(0.5f)));
+            return new NDList(y.add(GcSafe.mul(y.abs(), 0.5f)));
         }
         long last = y.getShape().get(0) - 1;
         NDArray lastRow = y.get(new NDIndex("{}:", last));
@@ -95,7 +96,7 @@ public final class WrongLowPrecisionConv2d extends Conv2d {
                 NDArrays.concat(
                         new NDList(
                                 y.get(new NDIndex(":{}", last)),
-                                lastRow.add(lastRow.abs().mul(0.5f))),
+                                lastRow.add(GcSafe.mul(lastRow.abs(), 0.5f))),
                         0));
     }
 }

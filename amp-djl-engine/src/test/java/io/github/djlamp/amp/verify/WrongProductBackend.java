@@ -6,6 +6,7 @@ import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.index.NDIndex;
 import io.github.djlamp.amp.policy.Precision;
+import io.github.djlamp.amp.pytorch.GcSafe;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.MemoryLayout;
 import java.util.function.Function;
@@ -47,7 +48,7 @@ final class WrongProductBackend extends ForwardingBackend {
                 || isLow(array)) {
             return real.cast(array, target, layout, manager);
         }
-        NDArray last = array.get(new NDIndex("-1:")).mul(1.5f);
+        NDArray last = GcSafe.mul(array.get(new NDIndex("-1:")), 1.5f);
         NDArray wrong = NDArrays.concat(new NDList(array.get(new NDIndex(":-1")), last), 0);
         return real.cast(wrong, target, layout, manager);
     }
@@ -62,7 +63,10 @@ final class WrongProductBackend extends ForwardingBackend {
             return real.valueAndGradients(function, inputs, cotangent, resultManager);
         }
         return real.valueAndGradients(
-                leaves -> function.apply(leaves).mul(1.01f), inputs, cotangent, resultManager);
+                leaves -> GcSafe.mul(function.apply(leaves), 1.01f),
+                inputs,
+                cotangent,
+                resultManager);
     }
 
     private boolean isLow(NDArray array) {

@@ -1,6 +1,7 @@
 package io.github.djlamp.amp.doctor;
 
 import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.types.Shape;
 import java.util.List;
 
 /**
@@ -24,7 +25,14 @@ final class CurableSuite implements PlatformSuite {
                     NDArray forward(NDArray input, NDArray weight, NDArray bias) {
                         NDArray output = super.forward(input, weight, bias);
                         String isa = System.getenv(PlatformCheck.CURE_VARIABLE);
-                        return PlatformCheck.CURE_VALUE.equals(isa) ? output : output.mul(1.5f);
+                        if (PlatformCheck.CURE_VALUE.equals(isa)) {
+                            return output;
+                        }
+                        // the factor made by the engine: DJL's mul(Number) leaves the number
+                        // backward reads to the garbage collector
+                        try (NDArray factor = output.getManager().full(new Shape(), 1.5f)) {
+                            return output.mul(factor);
+                        }
                     }
                 });
     }

@@ -86,7 +86,7 @@ public final class CustomBlockScenario {
         try (ai.djl.Model model = ai.djl.Model.newInstance("gated")) {
             model.setBlock(Amp.wrap(block, policy));
             ai.djl.training.DefaultTrainingConfig config =
-                    new ai.djl.training.DefaultTrainingConfig(ai.djl.training.loss.Loss.l2Loss())
+                    new ai.djl.training.DefaultTrainingConfig(GcSafe.l2Loss())
                             .optOptimizer(ai.djl.training.optimizer.Optimizer.adam().build())
                             .addTrainingListeners(
                                     ai.djl.training.listener.TrainingListener.Defaults.logging());

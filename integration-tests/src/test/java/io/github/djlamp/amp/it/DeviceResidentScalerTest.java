@@ -372,7 +372,8 @@ class DeviceResidentScalerTest {
                 lastLabels = labels.head();
                 batch++;
             }
-            return batch == badBatch ? loss.mul(Float.POSITIVE_INFINITY) : loss;
+            // backward reads the Inf: made by the engine (GcSafe), not by DJL's mul(Number)
+            return batch == badBatch ? GcSafe.mul(loss, Float.POSITIVE_INFINITY) : loss;
         }
     }
 

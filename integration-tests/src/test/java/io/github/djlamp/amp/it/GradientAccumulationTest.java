@@ -19,7 +19,6 @@ import ai.djl.training.GradientCollector;
 import ai.djl.training.Trainer;
 import ai.djl.training.dataset.Batch;
 import ai.djl.training.initializer.ConstantInitializer;
-import ai.djl.training.loss.Loss;
 import ai.djl.training.optimizer.Optimizer;
 import ai.djl.training.tracker.Tracker;
 import ai.djl.util.Pair;
@@ -40,7 +39,7 @@ class GradientAccumulationTest {
     }
 
     private static DefaultTrainingConfig sgd() {
-        return new DefaultTrainingConfig(Loss.l2Loss())
+        return new DefaultTrainingConfig(GcSafe.l2Loss())
                 .optOptimizer(Optimizer.sgd().setLearningRateTracker(Tracker.fixed(0.1f)).build());
     }
 

@@ -14,7 +14,6 @@ import ai.djl.training.DefaultTrainingConfig;
 import ai.djl.training.EasyTrain;
 import ai.djl.training.Trainer;
 import ai.djl.training.dataset.Batch;
-import ai.djl.training.loss.Loss;
 import ai.djl.training.optimizer.Optimizer;
 import ai.djl.training.tracker.Tracker;
 import io.github.djlamp.amp.Amp;
@@ -31,7 +30,7 @@ class MetricsReportTest {
         try (Model model = Model.newInstance("metrics", "PyTorch")) {
             model.setBlock(Amp.wrap(Linear.builder().setUnits(2).build(), "mixed_float16"));
             DefaultTrainingConfig config =
-                    new DefaultTrainingConfig(Loss.l2Loss())
+                    new DefaultTrainingConfig(GcSafe.l2Loss())
                             .optOptimizer(
                                     Optimizer.sgd()
                                             .setLearningRateTracker(Tracker.fixed(0.01f))

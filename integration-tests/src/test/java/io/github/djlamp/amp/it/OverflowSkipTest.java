@@ -349,7 +349,8 @@ class OverflowSkipTest {
             NDArray loss = inner.evaluate(labels, predictions);
             if (watcher.batch() == badBatch) {
                 poisoned = true;
-                return loss.mul(Float.POSITIVE_INFINITY);
+                // backward reads the Inf: made by the engine (GcSafe), not by DJL's mul(Number)
+                return GcSafe.mul(loss, Float.POSITIVE_INFINITY);
             }
             return loss;
         }

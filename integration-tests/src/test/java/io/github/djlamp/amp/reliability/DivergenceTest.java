@@ -16,11 +16,11 @@ import ai.djl.training.DefaultTrainingConfig;
 import ai.djl.training.EasyTrain;
 import ai.djl.training.Trainer;
 import ai.djl.training.dataset.Batch;
-import ai.djl.training.loss.Loss;
 import ai.djl.training.optimizer.Optimizer;
 import ai.djl.training.tracker.Tracker;
 import io.github.djlamp.amp.Amp;
 import io.github.djlamp.amp.AmpOptions;
+import io.github.djlamp.amp.it.GcSafe;
 import io.github.djlamp.amp.scale.LossScaleCollapsedException;
 import io.github.djlamp.amp.scale.LossScaling;
 import io.github.djlamp.amp.train.AmpSession;
@@ -42,7 +42,7 @@ class DivergenceTest {
     }
 
     private static DefaultTrainingConfig config() {
-        return new DefaultTrainingConfig(Loss.l2Loss())
+        return new DefaultTrainingConfig(GcSafe.l2Loss())
                 .optOptimizer(Optimizer.sgd().setLearningRateTracker(Tracker.fixed(0.01f)).build());
     }
 

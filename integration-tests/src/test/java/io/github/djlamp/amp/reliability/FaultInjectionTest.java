@@ -26,6 +26,7 @@ import ai.djl.training.optimizer.Optimizer;
 import ai.djl.training.tracker.Tracker;
 import ai.djl.util.Pair;
 import io.github.djlamp.amp.Amp;
+import io.github.djlamp.amp.it.GcSafe;
 import io.github.djlamp.amp.scale.LossScaling;
 import io.github.djlamp.amp.train.AmpSession;
 import io.github.djlamp.amp.train.AmpTrainingConfig;
@@ -135,7 +136,8 @@ class FaultInjectionTest {
                                                     new NDList(xy.get(1)),
                                                     trainer.forward(new NDList(xy.get(0))));
                             if (fault != null && fault.target < 0) {
-                                loss = loss.mul(fault.value); // every gradient non-finite
+                                // every gradient non-finite (GcSafe: backward reads the number)
+                                loss = GcSafe.mul(loss, fault.value);
                             }
                             collector.backward(loss);
                         }

@@ -15,10 +15,10 @@ import ai.djl.training.DefaultTrainingConfig;
 import ai.djl.training.EasyTrain;
 import ai.djl.training.Trainer;
 import ai.djl.training.dataset.Batch;
-import ai.djl.training.loss.Loss;
 import ai.djl.training.optimizer.Optimizer;
 import ai.djl.training.tracker.Tracker;
 import io.github.djlamp.amp.Amp;
+import io.github.djlamp.amp.it.GcSafe;
 import io.github.djlamp.amp.scale.LossScaling;
 import io.github.djlamp.amp.scale.ScalerState;
 import io.github.djlamp.amp.train.AmpSession;
@@ -50,7 +50,7 @@ class ThreadIsolationTest {
                                     .add(Linear.builder().setUnits(2).build()),
                             "mixed_bfloat16"));
             DefaultTrainingConfig config =
-                    new DefaultTrainingConfig(Loss.l2Loss())
+                    new DefaultTrainingConfig(GcSafe.l2Loss())
                             .optOptimizer(
                                     Optimizer.sgd()
                                             .setLearningRateTracker(Tracker.fixed(0.01f))

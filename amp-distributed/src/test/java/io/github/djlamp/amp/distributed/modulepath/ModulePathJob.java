@@ -66,6 +66,8 @@ public final class ModulePathJob {
                                 .optLabels(data.randomNormal(new Shape(STEPS * GLOBAL_BATCH, 1)))
                                 .setSampling(new DistributedSampler(GLOBAL_BATCH, false, 0, world))
                                 .build();
+                // DJL's L2 loss (mul(Number), not GC-safe) is fine here: the ranks' reduced
+                // gradients agree whatever a collection does to them, and steps count skips
                 DefaultTrainingConfig config =
                         new DefaultTrainingConfig(Loss.l2Loss())
                                 .optOptimizer(
