@@ -64,6 +64,13 @@ public final class SafeMembersOnBf16Scenarios {
         s.put(A + "mean()" + ARRAY, (a, b) -> a.mean());
         s.put(A + "mean([I)" + ARRAY, (a, b) -> a.mean(new int[] {0}));
         s.put(A + "getShape()Lai/djl/ndarray/types/Shape;", (a, b) -> a.getShape());
+        String ex = "ai/djl/ndarray/internal/NDArrayEx.";
+        s.put(
+                A + "getNDArrayInternal()Lai/djl/ndarray/internal/NDArrayEx;",
+                (a, b) -> a.getNDArrayInternal());
+        s.put(ex + "relu()" + ARRAY, (a, b) -> a.sub(b).getNDArrayInternal().relu());
+        s.put(ex + "sigmoid()" + ARRAY, (a, b) -> a.getNDArrayInternal().sigmoid());
+        s.put(ex + "tanh()" + ARRAY, (a, b) -> a.getNDArrayInternal().tanh());
         s.put(AS + "concat(" + LIST + ")" + ARRAY, (a, b) -> NDArrays.concat(new NDList(a, b)));
         s.put(
                 AS + "concat(" + LIST + "I)" + ARRAY,
