@@ -143,12 +143,34 @@ public final class DefaultCastRules {
                             DefaultCastRules::isTransformerBlock,
                             CastCategory.FP32),
                     new Rule(
+                            "a block of your own whose forward djl-amp read: it calls its children"
+                                    + " and array operations safe in 16 bits only",
+                            DefaultCastRules::isReadableAndSafeInside,
+                            CastCategory.LOW),
+                    new Rule(
                             "opaque composite: djl-amp cannot descend into it",
                             b -> !b.getChildren().isEmpty(),
                             CastCategory.FP32),
                     new Rule("unknown leaf", b -> true, CastCategory.FP32));
 
     private DefaultCastRules() {}
+
+    /**
+     * A block of a user's class whose own forward reads as safe on bf16 arrays ({@link
+     * ReadableBlocks}) and whose children are all safe in 16 bits on djl-amp's own rules; one with
+     * a child that is not (an LSTM, a lambda of unknown content) stays fp32, as any opaque block.
+     */
+    private static boolean isReadableAndSafeInside(Block block) {
+        if (!ReadableBlocks.isReadable(block)) {
+            return false;
+        }
+        for (ai.djl.util.Pair<String, Block> child : block.getChildren()) {
+            if (bf16HazardIn(child.getValue(), child.getKey()) != null) {
+                return false;
+            }
+        }
+        return true;
+    }
 
     /**
      * Returns the default category of a block, before overrides and before the compute precision is

@@ -251,7 +251,7 @@ final class KnownLambdas {
     }
 
     /** Whether "owner.name(descriptor)" is a DJL function listed here with a bf16 kernel. */
-    private static boolean isBf16Function(String key) {
+    static boolean isBf16Function(String key) {
         Known function = FUNCTIONS.get(key);
         return function != null && function.bf16Kernel();
     }

@@ -192,6 +192,13 @@ final class SafeLambdaBodies {
                     "Lai/djl/ndarray/NDArray;",
                     "Lai/djl/ndarray/NDList;");
 
+    /** A block's forward, with and without labels, as a body may call a child's. */
+    private static final Set<String> CHILD_FORWARDS =
+            Set.of(
+                    "(Lai/djl/training/ParameterStore;Lai/djl/ndarray/NDList;Z)Lai/djl/ndarray/NDList;",
+                    "(Lai/djl/training/ParameterStore;Lai/djl/ndarray/NDList;ZLai/djl/util/PairList;)"
+                            + "Lai/djl/ndarray/NDList;");
+
     private static final ClassValue<Map<String, MethodNode>> METHODS =
             new ClassValue<>() {
                 @Override
@@ -226,22 +233,48 @@ final class SafeLambdaBodies {
         if (!INERT.containsAll(captured)) {
             return false;
         }
-        return new Reading(capturing, knownFunction).safe(implementation, 0);
+        return new Reading(capturing, knownFunction, Set.of()).safe(implementation, 0);
     }
 
-    /** One reading of one lambda's body and what it calls; remembers what it has seen. */
-    private static final class Reading {
+    /**
+     * One reading of a body and what it calls; remembers what it has seen. A block's own forward
+     * ({@link ReadableBlocks}) may also read the fields that hold its children and call their
+     * forward.
+     */
+    static final class Reading {
         private final Class<?> capturing;
         private final String owner;
         private final Map<String, MethodNode> methods;
         private final Predicate<String> knownFunction;
+        private final Set<String> childFields;
         private final Set<String> seen = new HashSet<>();
 
-        Reading(Class<?> capturing, Predicate<String> knownFunction) {
+        /**
+         * Starts a reading of code in {@code capturing}.
+         *
+         * @param capturing the class whose methods are read
+         * @param knownFunction DJL functions known to have a bf16 kernel
+         * @param childFields "owner.name" of the fields holding the block's children, which may be
+         *     read and whose forward may be called; empty for a lambda
+         */
+        Reading(Class<?> capturing, Predicate<String> knownFunction, Set<String> childFields) {
             this.capturing = capturing;
             this.owner = org.objectweb.asm.Type.getInternalName(capturing);
             this.methods = METHODS.get(capturing);
             this.knownFunction = knownFunction;
+            this.childFields = childFields;
+        }
+
+        /**
+         * Whether the method {@code name + desc} of the class read is safe.
+         *
+         * @param name its name
+         * @param desc its descriptor
+         * @return whether its body is safe on bf16 arrays
+         */
+        boolean safeMethod(String name, String desc) {
+            MethodNode method = methods.get(name + desc);
+            return method != null && seen.add(owner + "." + name + desc) && safeBody(method, 0);
         }
 
         /** A method a lambda runs (a site's implementation). */
@@ -256,6 +289,9 @@ final class SafeLambdaBodies {
                     || "java/lang/Math".equals(callOwner)
                     || knownFunction.test(key)) {
                 return true;
+            }
+            if (!childFields.isEmpty() && "forward".equals(name) && CHILD_FORWARDS.contains(desc)) {
+                return true; // a child's forward: only children can be reached (fields checked)
             }
             if (!owner.equals(callOwner) || depth >= MAX_DEPTH) {
                 return false;
@@ -286,9 +322,12 @@ final class SafeLambdaBodies {
                     }
                 } else if (insn instanceof FieldInsnNode) {
                     FieldInsnNode field = (FieldInsnNode) insn;
+                    boolean child =
+                            insn.getOpcode() == Opcodes.GETFIELD
+                                    && childFields.contains(field.owner + "." + field.name);
                     if (insn.getOpcode() == Opcodes.PUTFIELD
                             || insn.getOpcode() == Opcodes.PUTSTATIC
-                            || !INERT.contains(field.desc)) {
+                            || !(child || INERT.contains(field.desc))) {
                         return false;
                     }
                 } else if (insn instanceof LdcInsnNode) {

@@ -1,0 +1,119 @@
+package io.github.djlamp.amp.policy;
+
+import ai.djl.nn.AbstractBlock;
+import ai.djl.nn.Block;
+import ai.djl.util.Pair;
+import java.lang.reflect.Field;
+import java.lang.reflect.Method;
+import java.lang.reflect.Modifier;
+import java.util.Collections;
+import java.util.HashSet;
+import java.util.IdentityHashMap;
+import java.util.Set;
+import org.objectweb.asm.Type;
+
+/**
+ * The blocks of a user's own class whose forward djl-amp can read as safe on bf16 arrays, so that
+ * they run in 16 bits without anyone vouching for them: d2l-java's {@code Residual} forwards its
+ * input to the {@code ParallelBlock} it holds and nothing else, and computed 0.1% of its arithmetic
+ * in bf16 unless the user trusted its class.
+ *
+ * <p>Its class extends DJL's {@link AbstractBlock} directly or through classes of its own (not
+ * through another DJL block, whose forward is DJL's); it overrides neither {@code forward} nor the
+ * forward with labels; its {@code forwardInternal} reads as {@link SafeLambdaBodies} reads a
+ * lambda, where it may also call {@code forward} on the blocks its fields hold, and every field
+ * that holds a block holds one of its registered children. What the children run is then the plan's
+ * to check, as for a block marked {@link LowPrecisionSafe}: the hazard scan refuses a child that is
+ * not safe on bf16 arrays.
+ */
+final class ReadableBlocks {
+
+    private static final String FORWARD_INTERNAL =
+            "(Lai/djl/training/ParameterStore;Lai/djl/ndarray/NDList;ZLai/djl/util/PairList;)"
+                    + "Lai/djl/ndarray/NDList;";
+
+    private ReadableBlocks() {}
+
+    /**
+     * Returns whether {@code block}'s own forward is code djl-amp reads as safe on bf16 arrays.
+     *
+     * @param block a block
+     * @return true for a readable block of a user's class with children
+     */
+    static boolean isReadable(Block block) {
+        if (!(block instanceof AbstractBlock) || block.getChildren().isEmpty()) {
+            return false;
+        }
+        Class<?> declaring = null;
+        Set<String> childFields = new HashSet<>();
+        Set<Block> children = Collections.newSetFromMap(new IdentityHashMap<>());
+        for (Pair<String, Block> child : block.getChildren()) {
+            children.add(child.getValue());
+        }
+        for (Class<?> c = block.getClass(); c != AbstractBlock.class; c = c.getSuperclass()) {
+            if (c == null || c.getName().startsWith("ai.djl.")) {
+                return false; // a DJL block's forward is DJL's, judged by the rules
+            }
+            for (Method m : c.getDeclaredMethods()) {
+                if ("forward".equals(m.getName())) {
+                    return false;
+                }
+                if ("forwardInternal".equals(m.getName())
+                        && !m.isSynthetic()
+                        && m.getParameterCount() == 4) {
+                    if (m.getParameterTypes()[2] != boolean.class) {
+                        return false; // the forward with labels: not read
+                    }
+                    if (declaring == null) {
+                        declaring = c;
+                    }
+                }
+            }
+            if (!childFieldsOf(block, c, children, childFields)) {
+                return false;
+            }
+        }
+        if (declaring == null) {
+            return false;
+        }
+        try {
+            return new SafeLambdaBodies.Reading(
+                            declaring, KnownLambdas::isBf16Function, Set.copyOf(childFields))
+                    .safeMethod("forwardInternal", FORWARD_INTERNAL);
+        } catch (RuntimeException | LinkageError e) {
+            return false;
+        }
+    }
+
+    /**
+     * Adds the fields of {@code c} that hold a block; false when one holds a block that is not a
+     * registered child, or cannot be read.
+     */
+    private static boolean childFieldsOf(
+            Block block, Class<?> c, Set<Block> children, Set<String> childFields) {
+        for (Field f : c.getDeclaredFields()) {
+            if (Modifier.isStatic(f.getModifiers()) || f.getType().isPrimitive()) {
+                continue;
+            }
+            Object value;
+            try {
+                f.setAccessible(true);
+                value = f.get(block);
+            } catch (ReflectiveOperationException | RuntimeException e) {
+                return false;
+            }
+            boolean finalNull =
+                    value == null
+                            && Modifier.isFinal(f.getModifiers())
+                            && Block.class.isAssignableFrom(f.getType());
+            if (value instanceof Block || finalNull) {
+                // a final field left null (d2l's optional 1x1 projection) reaches no block
+                if (value != null && !children.contains(value)) {
+                    return false;
+                }
+                childFields.add(Type.getInternalName(c) + "." + f.getName());
+            }
+        }
+        return true;
+    }
+}
