@@ -6,18 +6,12 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.AbstractBlock;
-import ai.djl.nn.Activation;
 import ai.djl.nn.Block;
-import ai.djl.nn.Blocks;
-import ai.djl.nn.ParallelBlock;
 import ai.djl.nn.SequentialBlock;
-import ai.djl.nn.convolutional.Conv2d;
 import ai.djl.nn.core.Linear;
-import ai.djl.nn.norm.BatchNorm;
 import ai.djl.nn.recurrent.LSTM;
 import ai.djl.training.ParameterStore;
 import ai.djl.util.PairList;
-import java.util.Arrays;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -27,60 +21,6 @@ import org.junit.jupiter.api.Test;
  * computed 0.1% of its arithmetic in bf16 unless its class was trusted.
  */
 class ReadableBlocksTest {
-
-    /** The shape of d2l-java's Residual: two convolution paths, joined by add and relu. */
-    static final class D2lResidual extends AbstractBlock {
-        final ParallelBlock block;
-
-        D2lResidual(int channels) {
-            SequentialBlock b1 =
-                    new SequentialBlock()
-                            .add(
-                                    Conv2d.builder()
-                                            .setFilters(channels)
-                                            .setKernelShape(new Shape(3, 3))
-                                            .optPadding(new Shape(1, 1))
-                                            .build())
-                            .add(BatchNorm.builder().build())
-                            .add(Activation::relu)
-                            .add(
-                                    Conv2d.builder()
-                                            .setFilters(channels)
-                                            .setKernelShape(new Shape(3, 3))
-                                            .optPadding(new Shape(1, 1))
-                                            .build())
-                            .add(BatchNorm.builder().build());
-            SequentialBlock conv1x1 = new SequentialBlock().add(Blocks.identityBlock());
-            block =
-                    addChildBlock(
-                            "residualBlock",
-                            new ParallelBlock(
-                                    list -> {
-                                        NDList unit = list.get(0);
-                                        NDList parallel = list.get(1);
-                                        return new NDList(
-                                                unit.singletonOrThrow()
-                                                        .add(parallel.singletonOrThrow())
-                                                        .getNDArrayInternal()
-                                                        .relu());
-                                    },
-                                    Arrays.asList(b1, conv1x1)));
-        }
-
-        @Override
-        protected NDList forwardInternal(
-                ParameterStore parameterStore,
-                NDList inputs,
-                boolean training,
-                PairList<String, Object> params) {
-            return block.forward(parameterStore, inputs, training);
-        }
-
-        @Override
-        public Shape[] getOutputShapes(Shape[] inputs) {
-            return inputs;
-        }
-    }
 
     /** Forwards to its child, then calls softmax: unsafe on bf16 arrays. */
     static final class SoftmaxAfterChild extends AbstractBlock {
@@ -155,7 +95,7 @@ class ReadableBlocksTest {
 
     @Test
     void d2lsResidualComputesIn16BitsOnItsOwnCode() {
-        D2lResidual residual = new D2lResidual(4);
+        TestBlocks.D2lResidual residual = new TestBlocks.D2lResidual(4);
         assertTrue(ReadableBlocks.isReadable(residual));
         assertEquals(CastCategory.LOW, DefaultCastRules.categoryOf(residual));
         assertTrue(
@@ -163,7 +103,8 @@ class ReadableBlocksTest {
                         .startsWith("a block of your own whose forward"),
                 DefaultCastRules.reasonFor(residual));
         assertTrue(DefaultCastRules.knowsSafeIn16Bits(residual), "on nobody's word");
-        SequentialBlock net = new SequentialBlock().add(residual).add(new D2lResidual(4));
+        SequentialBlock net =
+                new SequentialBlock().add(residual).add(new TestBlocks.D2lResidual(4));
         ModelPlan plan = ModelPlan.of(PrecisionPolicy.parse("mixed_bfloat16"), net, b -> false);
         BlockPlan first = plan.get("01D2lResidual");
         assertEquals(CastCategory.LOW, first.getCategory());

@@ -53,22 +53,6 @@ class SafeLambdaBodiesTest {
         }
     }
 
-    /** d2l-java's resnet.ipynb, the join its Residual writes. */
-    static final class D2lResidualJoin {
-        static ParallelBlock block() {
-            return parallel(
-                    list -> {
-                        NDList unit = list.get(0);
-                        NDList parallel = list.get(1);
-                        return new NDList(
-                                unit.singletonOrThrow()
-                                        .add(parallel.singletonOrThrow())
-                                        .getNDArrayInternal()
-                                        .relu());
-                    });
-        }
-    }
-
     static final class SoftmaxJoin {
         static ParallelBlock block() {
             return parallel(list -> new NDList(list.get(0).head().softmax(1)));
@@ -159,7 +143,9 @@ class SafeLambdaBodiesTest {
         assertTrue(KnownLambdas.isKnownJoin(HelperJoin.block()), "a private helper is read too");
         assertTrue(KnownLambdas.isKnownJoin(CapturedAxisJoin.block(1)), "an int captured");
         assertTrue(KnownLambdas.isKnownJoin(ReluOfSumJoin.block()), "DJL's relu, a bf16 kernel");
-        assertTrue(KnownLambdas.isKnownJoin(D2lResidualJoin.block()), "d2l's Residual join");
+        assertTrue(
+                KnownLambdas.isKnownJoin(new TestBlocks.D2lResidual(2).block),
+                "d2l's Residual join");
     }
 
     @Test

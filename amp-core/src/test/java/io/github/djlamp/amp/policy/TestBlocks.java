@@ -3,14 +3,19 @@ package io.github.djlamp.amp.policy;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.AbstractBlock;
+import ai.djl.nn.Activation;
 import ai.djl.nn.Block;
+import ai.djl.nn.Blocks;
 import ai.djl.nn.LambdaBlock;
+import ai.djl.nn.ParallelBlock;
 import ai.djl.nn.SequentialBlock;
+import ai.djl.nn.convolutional.Conv2d;
 import ai.djl.nn.core.Linear;
 import ai.djl.nn.norm.BatchNorm;
 import ai.djl.nn.norm.LayerNorm;
 import ai.djl.training.ParameterStore;
 import ai.djl.util.PairList;
+import java.util.Arrays;
 
 /** Blocks for the policy tests; none of them is ever run. */
 final class TestBlocks {
@@ -98,5 +103,62 @@ final class TestBlocks {
                 .add(new LambdaBlock(ai.djl.nn.Activation::relu, "ReLU"))
                 .add(inner)
                 .add(new Composite(Linear.builder().setUnits(2).build()));
+    }
+
+    /**
+     * The shape of d2l-java's Residual (its resnet notebook): two convolution paths in a
+     * ParallelBlock, joined by add and relu, its forward handing its input to that block.
+     */
+    static final class D2lResidual extends AbstractBlock {
+        final ParallelBlock block;
+
+        D2lResidual(int channels) {
+            SequentialBlock b1 =
+                    new SequentialBlock()
+                            .add(
+                                    Conv2d.builder()
+                                            .setFilters(channels)
+                                            .setKernelShape(new Shape(3, 3))
+                                            .optPadding(new Shape(1, 1))
+                                            .build())
+                            .add(BatchNorm.builder().build())
+                            .add(Activation::relu)
+                            .add(
+                                    Conv2d.builder()
+                                            .setFilters(channels)
+                                            .setKernelShape(new Shape(3, 3))
+                                            .optPadding(new Shape(1, 1))
+                                            .build())
+                            .add(BatchNorm.builder().build());
+            SequentialBlock conv1x1 = new SequentialBlock().add(Blocks.identityBlock());
+            block =
+                    addChildBlock(
+                            "residualBlock",
+                            new ParallelBlock(
+                                    list -> {
+                                        NDList unit = list.get(0);
+                                        NDList parallel = list.get(1);
+                                        return new NDList(
+                                                unit.singletonOrThrow()
+                                                        .add(parallel.singletonOrThrow())
+                                                        .getNDArrayInternal()
+                                                        .relu());
+                                    },
+                                    Arrays.asList(b1, conv1x1)));
+        }
+
+        @Override
+        protected NDList forwardInternal(
+                ParameterStore parameterStore,
+                NDList inputs,
+                boolean training,
+                PairList<String, Object> params) {
+            return block.forward(parameterStore, inputs, training);
+        }
+
+        @Override
+        public Shape[] getOutputShapes(Shape[] inputs) {
+            return inputs;
+        }
     }
 }

@@ -3,14 +3,8 @@ package io.github.djlamp.amp.policy;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.io.File;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
-import java.nio.file.Path;
-import java.util.ArrayList;
-import java.util.List;
+import io.github.djlamp.amp.pytorch.ForkedJvm;
 import java.util.TreeSet;
-import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -27,30 +21,12 @@ class SafeMembersOnBf16Test {
                 new TreeSet<>(SafeLambdaBodies.DJL_MEMBERS),
                 new TreeSet<>(SafeMembersOnBf16Scenarios.scenarios().keySet()),
                 "each listed member has a scenario, and each scenario a member");
-        String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-        List<String> command = new ArrayList<>();
-        command.add(java);
-        command.add("-Xmx1g");
-        command.add("-Dai.djl.offline=true");
-        command.add("-cp");
-        command.add(System.getProperty("java.class.path"));
-        command.add(SafeMembersOnBf16Scenarios.class.getName());
-        File log = File.createTempFile("safe-members", ".log");
-        try {
-            Process process =
-                    new ProcessBuilder(command)
-                            .redirectErrorStream(true)
-                            .redirectOutput(log)
-                            .start();
-            assertTrue(process.waitFor(5, TimeUnit.MINUTES), "the child JVM timed out");
-            String output = Files.readString(log.toPath(), StandardCharsets.UTF_8);
-            assertEquals(0, process.exitValue(), output);
-            assertTrue(output.contains("ALL MEMBERS RAN"), output);
-            for (String member : SafeLambdaBodies.DJL_MEMBERS) {
-                assertTrue(output.contains("ran " + member + "\n"), member + "\n" + output);
-            }
-        } finally {
-            Files.deleteIfExists(log.toPath());
+        ForkedJvm.Result result = ForkedJvm.run(SafeMembersOnBf16Scenarios.class);
+        assertEquals(0, result.exitCode, result.output);
+        assertTrue(result.output.contains("ALL MEMBERS RAN"), result.output);
+        for (String member : SafeLambdaBodies.DJL_MEMBERS) {
+            assertTrue(
+                    result.output.contains("ran " + member + "\n"), member + "\n" + result.output);
         }
     }
 }

@@ -173,27 +173,12 @@ class BertLayerByLayerTest {
             List<float[]> undisturbed = train(wrapped, model, inputs, manager);
             for (int run = 0; run < 3; run++) {
                 List<float[]> collected =
-                        train(
-                                wrapped,
-                                model,
-                                inputs,
-                                manager,
-                                BertLayerByLayerTest::collectGarbage);
+                        train(wrapped, model, inputs, manager, GcSafe::collectGarbage);
                 for (int i = 0; i < undisturbed.size(); i++) {
                     assertArrayEquals(
                             undisturbed.get(i), collected.get(i), "run " + run + ", array " + i);
                 }
             }
-        }
-    }
-
-    /** Frees every Java buffer nothing refers to any more, as a collection mid-step would. */
-    private static void collectGarbage() {
-        System.gc();
-        try {
-            Thread.sleep(100); // the buffers' cleaner runs on its own thread
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
         }
     }
 }

@@ -10,12 +10,15 @@ import java.util.List;
 import java.util.concurrent.TimeUnit;
 
 /** Runs a main class in a child JVM with this test's classpath, so a native crash fails a test. */
-final class ForkedJvm {
+public final class ForkedJvm {
 
     /** What the child did. */
-    static final class Result {
-        final int exitCode;
-        final String output;
+    public static final class Result {
+        /** The child's exit code. */
+        public final int exitCode;
+
+        /** What it printed, both streams. */
+        public final String output;
 
         Result(int exitCode, String output) {
             this.exitCode = exitCode;
@@ -25,7 +28,17 @@ final class ForkedJvm {
 
     private ForkedJvm() {}
 
-    static Result run(Class<?> mainClass, String... args) throws IOException, InterruptedException {
+    /**
+     * Runs {@code mainClass} in a child JVM.
+     *
+     * @param mainClass the program
+     * @param args its arguments
+     * @return what it did
+     * @throws IOException if the child cannot be started or its output read
+     * @throws InterruptedException if interrupted while waiting
+     */
+    public static Result run(Class<?> mainClass, String... args)
+            throws IOException, InterruptedException {
         String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
         List<String> command = new ArrayList<>();
         command.add(java);

@@ -48,4 +48,14 @@ public final class GcSafe {
             }
         };
     }
+
+    /** Frees every Java buffer nothing refers to any more, as a collection mid-step would. */
+    static void collectGarbage() {
+        System.gc();
+        try {
+            Thread.sleep(100); // the buffers' cleaner runs on its own thread
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
 }

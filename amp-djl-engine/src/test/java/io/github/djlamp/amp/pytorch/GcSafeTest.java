@@ -50,11 +50,11 @@ class GcSafeTest {
             for (int run = 0; run < 3; run++) {
                 assertArrayEquals(
                         undisturbed,
-                        lossAndGradient(prediction, l2, GcSafeTest::collectGarbage),
+                        lossAndGradient(prediction, l2, GcSafe::collectGarbage),
                         "L2 loss, run " + run);
                 assertArrayEquals(
                         infinite,
-                        lossAndGradient(prediction, inf, GcSafeTest::collectGarbage),
+                        lossAndGradient(prediction, inf, GcSafe::collectGarbage),
                         "an injected Inf, run " + run);
             }
             assertEquals(Float.POSITIVE_INFINITY, infinite[1], "the injected Inf reaches backward");
@@ -81,16 +81,6 @@ class GcSafeTest {
             result[0] = value.getFloat();
             System.arraycopy(gradient, 0, result, 1, gradient.length);
             return result;
-        }
-    }
-
-    /** Frees every Java buffer nothing refers to any more, as a collection mid-step would. */
-    private static void collectGarbage() {
-        System.gc();
-        try {
-            Thread.sleep(100); // the buffers' cleaner runs on its own thread
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
         }
     }
 }
