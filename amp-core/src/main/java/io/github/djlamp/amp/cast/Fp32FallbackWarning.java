@@ -140,7 +140,15 @@ final class Fp32FallbackWarning {
                         + "=trusted]\").";
             }
         }
-        return "For a block of your own that calls no softmax or logSoftmax, implement"
+        String unread = DefaultCastRules.whyNotRead(first);
+        String reading =
+                unread == null
+                                || first.getChildren().isEmpty()
+                                || first.getClass().getName().startsWith("ai.djl.")
+                        ? ""
+                        : "djl-amp read its code and stopped: " + unread + ". ";
+        return reading
+                + "For a block of your own that calls no softmax or logSoftmax, implement"
                 + " io.github.djlamp.amp.policy.LowPrecisionSafe, or vouch for its class in one"
                 + " line: Amp.wrap(block, \""
                 + plan.getPolicy().getName()

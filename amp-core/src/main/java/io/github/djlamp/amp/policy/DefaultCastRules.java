@@ -161,15 +161,29 @@ public final class DefaultCastRules {
      * a child that is not (an LSTM, a lambda of unknown content) stays fp32, as any opaque block.
      */
     private static boolean isReadableAndSafeInside(Block block) {
-        if (!ReadableBlocks.isReadable(block)) {
-            return false;
+        return whyNotRead(block) == null;
+    }
+
+    /**
+     * Returns why a block of the user's own class does not compute in 16 bits on djl-amp's reading
+     * of its forward, for the fallback WARN: what its forward calls that djl-amp does not know safe
+     * on bf16 arrays, or the child that is not safe in 16 bits; null when it is read so.
+     *
+     * @param block a block
+     * @return e.g. {@code "its forward calls ai.djl.ndarray.NDArray.softmax"}, or null
+     */
+    public static String whyNotRead(Block block) {
+        String why = ReadableBlocks.whyNot(block);
+        if (why != null) {
+            return why;
         }
         for (ai.djl.util.Pair<String, Block> child : block.getChildren()) {
-            if (bf16HazardIn(child.getValue(), child.getKey()) != null) {
-                return false;
+            String hazard = bf16HazardIn(child.getValue(), child.getKey());
+            if (hazard != null) {
+                return "it reaches " + hazard;
             }
         }
-        return true;
+        return null;
     }
 
     /**

@@ -41,8 +41,19 @@ final class ReadableBlocks {
      * @return true for a readable block of a user's class with children
      */
     static boolean isReadable(Block block) {
+        return whyNot(block) == null;
+    }
+
+    /**
+     * Returns why djl-amp does not read {@code block}'s forward as safe, for the fallback WARN:
+     * "its forward calls ai.djl.ndarray.NDArray.softmax"; null when it does.
+     *
+     * @param block a block
+     * @return the reason, or null for a readable block
+     */
+    static String whyNot(Block block) {
         if (!(block instanceof AbstractBlock) || block.getChildren().isEmpty()) {
-            return false;
+            return "it is not an AbstractBlock with children";
         }
         Class<?> declaring = null;
         Set<String> childFields = new HashSet<>();
@@ -52,44 +63,48 @@ final class ReadableBlocks {
         }
         for (Class<?> c = block.getClass(); c != AbstractBlock.class; c = c.getSuperclass()) {
             if (c == null || c.getName().startsWith("ai.djl.")) {
-                return false; // a DJL block's forward is DJL's, judged by the rules
+                return "it extends " + (c == null ? "no AbstractBlock" : "DJL's " + c.getName());
             }
             for (Method m : c.getDeclaredMethods()) {
                 if ("forward".equals(m.getName())) {
-                    return false;
+                    return "it overrides forward";
                 }
                 if ("forwardInternal".equals(m.getName())
                         && !m.isSynthetic()
                         && m.getParameterCount() == 4) {
                     if (m.getParameterTypes()[2] != boolean.class) {
-                        return false; // the forward with labels: not read
+                        return "it overrides the forward with labels";
                     }
                     if (declaring == null) {
                         declaring = c;
                     }
                 }
             }
-            if (!childFieldsOf(block, c, children, childFields)) {
-                return false;
+            String field = strayBlockField(block, c, children, childFields);
+            if (field != null) {
+                return "its field " + field + " holds a block that is not one of its children";
             }
         }
         if (declaring == null) {
-            return false;
+            return "no forwardInternal of its own was found";
         }
         try {
-            return new SafeLambdaBodies.Reading(
-                            declaring, KnownLambdas::isBf16Function, Set.copyOf(childFields))
-                    .safeMethod("forwardInternal", FORWARD_INTERNAL);
+            SafeLambdaBodies.Reading reading =
+                    new SafeLambdaBodies.Reading(
+                            declaring, KnownLambdas::isBf16Function, Set.copyOf(childFields));
+            return reading.safeMethod("forwardInternal", FORWARD_INTERNAL)
+                    ? null
+                    : "its forward " + reading.stoppedAt();
         } catch (RuntimeException | LinkageError e) {
-            return false;
+            return "its class file could not be read (" + e + ")";
         }
     }
 
     /**
-     * Adds the fields of {@code c} that hold a block; false when one holds a block that is not a
-     * registered child, or cannot be read.
+     * Adds the fields of {@code c} that hold a block; returns the name of one that holds a block
+     * that is not a registered child, or cannot be read, else null.
      */
-    private static boolean childFieldsOf(
+    private static String strayBlockField(
             Block block, Class<?> c, Set<Block> children, Set<String> childFields) {
         for (Field f : c.getDeclaredFields()) {
             if (Modifier.isStatic(f.getModifiers()) || f.getType().isPrimitive()) {
@@ -100,7 +115,7 @@ final class ReadableBlocks {
                 f.setAccessible(true);
                 value = f.get(block);
             } catch (ReflectiveOperationException | RuntimeException e) {
-                return false;
+                return f.getName();
             }
             boolean finalNull =
                     value == null
@@ -109,11 +124,11 @@ final class ReadableBlocks {
             if (value instanceof Block || finalNull) {
                 // a final field left null (d2l's optional 1x1 projection) reaches no block
                 if (value != null && !children.contains(value)) {
-                    return false;
+                    return f.getName();
                 }
                 childFields.add(Type.getInternalName(c) + "." + f.getName());
             }
         }
-        return true;
+        return null;
     }
 }

@@ -248,6 +248,7 @@ final class SafeLambdaBodies {
         private final Predicate<String> knownFunction;
         private final Set<String> childFields;
         private final Set<String> seen = new HashSet<>();
+        private String stop;
 
         /**
          * Starts a reading of code in {@code capturing}.
@@ -274,7 +275,31 @@ final class SafeLambdaBodies {
          */
         boolean safeMethod(String name, String desc) {
             MethodNode method = methods.get(name + desc);
-            return method != null && seen.add(owner + "." + name + desc) && safeBody(method, 0);
+            if (method == null) {
+                return stopped("its class file has no " + name);
+            }
+            return seen.add(owner + "." + name + desc) && safeBody(method, 0);
+        }
+
+        /**
+         * Returns what the reading stopped at, for a message: "calls
+         * ai.djl.ndarray.NDArray.softmax", or null where it did not stop.
+         *
+         * @return the first thing read that is not known safe, or null
+         */
+        String stoppedAt() {
+            return stop;
+        }
+
+        private boolean stopped(String what) {
+            if (stop == null) {
+                stop = what;
+            }
+            return false;
+        }
+
+        private static String javaName(String internalName) {
+            return internalName.replace('/', '.');
         }
 
         /** A method a lambda runs (a site's implementation). */
@@ -293,13 +318,17 @@ final class SafeLambdaBodies {
             if (!childFields.isEmpty() && "forward".equals(name) && CHILD_FORWARDS.contains(desc)) {
                 return true; // a child's forward: only children can be reached (fields checked)
             }
-            if (!owner.equals(callOwner) || depth >= MAX_DEPTH) {
-                return false;
+            if (!owner.equals(callOwner)) {
+                return stopped("calls " + javaName(callOwner) + "." + name);
+            }
+            if (depth >= MAX_DEPTH) {
+                return stopped("calls its own methods more than " + MAX_DEPTH + " deep");
             }
             MethodNode method = methods.get(name + desc);
             if (method == null
                     || (method.access & (Opcodes.ACC_STATIC | Opcodes.ACC_PRIVATE)) == 0) {
-                return false; // an overridable method may run a subclass's code
+                // an overridable method may run a subclass's code
+                return stopped("calls its overridable method " + name);
             }
             return !seen.add(key) || safeBody(method, depth + 1);
         }
@@ -315,9 +344,15 @@ final class SafeLambdaBodies {
                     InvokeDynamicInsnNode indy = (InvokeDynamicInsnNode) insn;
                     if (!LAMBDA_METAFACTORY.equals(indy.bsm.getOwner())
                             || indy.bsmArgs.length < 3
-                            || !(indy.bsmArgs[1] instanceof Handle)
-                            || !inert(indy.desc)
-                            || !safe((Handle) indy.bsmArgs[1], depth)) {
+                            || !(indy.bsmArgs[1] instanceof Handle)) {
+                        return stopped(
+                                "uses invokedynamic (" + javaName(indy.bsm.getOwner()) + ")");
+                    }
+                    if (!inert(indy.desc)) {
+                        return stopped(
+                                "makes a lambda that captures an object that may carry code");
+                    }
+                    if (!safe((Handle) indy.bsmArgs[1], depth)) {
                         return false;
                     }
                 } else if (insn instanceof FieldInsnNode) {
@@ -326,14 +361,21 @@ final class SafeLambdaBodies {
                             insn.getOpcode() == Opcodes.GETFIELD
                                     && childFields.contains(field.owner + "." + field.name);
                     if (insn.getOpcode() == Opcodes.PUTFIELD
-                            || insn.getOpcode() == Opcodes.PUTSTATIC
-                            || !(child || INERT.contains(field.desc))) {
-                        return false;
+                            || insn.getOpcode() == Opcodes.PUTSTATIC) {
+                        return stopped("writes the field " + field.name);
+                    }
+                    if (!(child || INERT.contains(field.desc))) {
+                        return stopped(
+                                "reads the field "
+                                        + field.name
+                                        + " ("
+                                        + org.objectweb.asm.Type.getType(field.desc).getClassName()
+                                        + ", which may carry code)");
                     }
                 } else if (insn instanceof LdcInsnNode) {
                     Object constant = ((LdcInsnNode) insn).cst;
                     if (constant instanceof Handle || constant instanceof ConstantDynamic) {
-                        return false;
+                        return stopped("loads a method handle");
                     }
                 }
             }

@@ -102,4 +102,44 @@ class Fp32FallbackWarningTest {
         String advice = adviceFor("mixed_bfloat16");
         assertTrue(advice.contains("LowPrecisionSafe") && advice.contains("=trusted]"), advice);
     }
+
+    /** A block of the user's own whose forward calls softmax after its child. */
+    private static final class SoftmaxHead extends ai.djl.nn.AbstractBlock {
+        private final ai.djl.nn.Block inner =
+                addChildBlock("inner", Linear.builder().setUnits(2).build());
+
+        @Override
+        protected ai.djl.ndarray.NDList forwardInternal(
+                ai.djl.training.ParameterStore store,
+                ai.djl.ndarray.NDList inputs,
+                boolean training,
+                ai.djl.util.PairList<String, Object> params) {
+            return new ai.djl.ndarray.NDList(
+                    inner.forward(store, inputs, training).head().softmax(1));
+        }
+
+        @Override
+        public ai.djl.ndarray.types.Shape[] getOutputShapes(
+                ai.djl.ndarray.types.Shape[] inputShapes) {
+            return inputShapes;
+        }
+    }
+
+    /** Where djl-amp read a block's forward and stopped, the advice says at what. */
+    @Test
+    void aBlockWhoseForwardCouldNotBeReadSaysWhereTheReadingStopped() {
+        SequentialBlock model = new SequentialBlock().add(new SoftmaxHead());
+        ArithmeticShare share = new ArithmeticShare(Precision.BF16);
+        share.recordProduct("01SoftmaxHead", "SoftmaxHead", Precision.FP32, 9000);
+        String advice =
+                Fp32FallbackWarning.advice(
+                        ModelPlan.of(PrecisionPolicy.parse("mixed_bfloat16"), model, b -> false),
+                        share.getFp32Units());
+        assertTrue(
+                advice.startsWith(
+                        "djl-amp read its code and stopped: its forward calls"
+                                + " ai.djl.ndarray.NDArray.softmax. "),
+                advice);
+        assertTrue(advice.contains("LowPrecisionSafe"), advice);
+    }
 }
