@@ -92,6 +92,10 @@ final class Fp32FallbackWarning {
     }
 
     private static String reasonForFp32(BlockPlan planned) {
+        if (planned.getStrategy() == BlockPlan.Strategy.ENGINE_AUTOCAST) {
+            return "planned under the engine's own autocast, which could not run it on this"
+                    + " machine (the WARN before this one gives the engine's reason)";
+        }
         return planned.getCategory() == CastCategory.FP32
                 ? planned.getReason()
                 : planned.getRuleReason();
@@ -118,6 +122,10 @@ final class Fp32FallbackWarning {
                     + "\" says so: remove that override to compute it in "
                     + plan.getPolicy().getComputePrecision().canonicalName()
                     + ".";
+        }
+        if (planned.getStrategy() == BlockPlan.Strategy.ENGINE_AUTOCAST) {
+            return "Nothing to change: where the engine can run it under its autocast (a GPU, a CPU"
+                    + " with bf16 instructions), it computes in 16 bits.";
         }
         if (first instanceof RecurrentBlock) {
             return "DJL's LSTM and RNN compute in 16 bits under the engine's own autocast where the"

@@ -67,6 +67,12 @@ public final class DefaultCastRules {
      */
     public static final String ENGINE_AUTOCAST = "engine_autocast";
 
+    /** Why a block of the user's own runs under the engine's own autocast. */
+    public static final String READ_AROUND_ENGINE_CODE_REASON =
+            "a block of your own whose forward djl-amp read, around engine code (DJL's LSTM or RNN, a"
+                    + " TorchScript module): the engine's own autocast runs it whole, outputs cast to"
+                    + " fp32";
+
     /** Why a block runs under the engine's own autocast, for reports and messages. */
     public static final String ENGINE_AUTOCAST_REASON =
             "engine code the engine's own autocast runs (a TorchScript module, DJL's LSTM or RNN):"
@@ -162,6 +168,42 @@ public final class DefaultCastRules {
      */
     private static boolean isReadableAndSafeInside(Block block) {
         return whyNotRead(block) == null;
+    }
+
+    /**
+     * Whether the engine's own autocast may run {@code block} whole: a block of the user's own
+     * class whose forward djl-amp reads as safe on bf16 arrays ({@link ReadableBlocks}), holding
+     * engine code ({@code engineCode}: DJL's LSTM, a TorchScript module) that a 16-bit unit cannot
+     * run (d2l-java's {@code RNNModel}: one-hot encoding, an LSTM and a linear layer), with every
+     * other block it reaches safe in 16 bits. Autocast casts each operation's operands as it runs,
+     * so the arrays its code makes (the one-hot input) meet the 16-bit weights without a type
+     * mismatch; its code reads no array's type, so no 16-bit array it sees reaches DJL's traps.
+     *
+     * @param block a block
+     * @param engineCode the blocks the engine's autocast runs
+     * @return true for such a block
+     */
+    public static boolean isReadableAroundEngineCode(
+            Block block, java.util.function.Predicate<Block> engineCode) {
+        if (!reaches(block, engineCode) || !ReadableBlocks.isReadable(block)) {
+            return false;
+        }
+        for (ai.djl.util.Pair<String, Block> child : block.getChildren()) {
+            if (bf16HazardIn(child.getValue(), child.getKey(), (b, p) -> engineCode.test(b))
+                    != null) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    private static boolean reaches(Block block, java.util.function.Predicate<Block> engineCode) {
+        for (ai.djl.util.Pair<String, Block> child : block.getChildren()) {
+            if (engineCode.test(child.getValue()) || reaches(child.getValue(), engineCode)) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /**

@@ -112,7 +112,9 @@ public final class ModelPlan {
                     BlockPlan.Strategy.ENGINE_AUTOCAST,
                     category,
                     CastCategory.LOW,
-                    DefaultCastRules.ENGINE_AUTOCAST_REASON,
+                    engineAutocast.test(block)
+                            ? DefaultCastRules.ENGINE_AUTOCAST_REASON
+                            : DefaultCastRules.READ_AROUND_ENGINE_CODE_REASON,
                     ruleReason,
                     null,
                     false,
@@ -180,7 +182,8 @@ public final class ModelPlan {
         if (category == CastCategory.FP32 && policy.overrides(block, path)) {
             return false; // the user's fp32 override wins
         }
-        return engineAutocast.test(block);
+        return engineAutocast.test(block)
+                || DefaultCastRules.isReadableAroundEngineCode(block, engineAutocast);
     }
 
     /** Whether an attention block's query projection computes in 16 bits under the policy. */

@@ -32,7 +32,7 @@ import org.objectweb.asm.tree.MethodNode;
  *       backward, by {@code SafeMembersOnBf16Test} in a child JVM;
  *   <li>a DJL function {@link KnownLambdas} lists with a bf16 kernel ({@code Activation.relu});
  *   <li>a member of a JDK collection, stream or number type ({@link #JDK_MEMBERS}) that runs no
- *       code but what it is handed;
+ *       code but what it is handed, or of DJL's {@code Shape};
  *   <li>a static or private method of the same class, whose body is safe in turn (at most {@value
  *       #MAX_DEPTH} calls deep).
  * </ul>
@@ -48,6 +48,9 @@ final class SafeLambdaBodies {
     private static final int MAX_DEPTH = 4;
 
     private static final String LAMBDA_METAFACTORY = "java/lang/invoke/LambdaMetafactory";
+
+    /** DJL's Shape: a value of plain Java, every member allowed. */
+    private static final String SHAPE = "ai/djl/ndarray/types/Shape";
 
     /**
      * DJL members that pass no data type to native code on bf16 arrays: "owner.name(descriptor)".
@@ -80,6 +83,8 @@ final class SafeLambdaBodies {
                     "ai/djl/ndarray/NDArray.mean()Lai/djl/ndarray/NDArray;",
                     "ai/djl/ndarray/NDArray.mean([I)Lai/djl/ndarray/NDArray;",
                     "ai/djl/ndarray/NDArray.getShape()Lai/djl/ndarray/types/Shape;",
+                    "ai/djl/ndarray/NDArray.oneHot(I)Lai/djl/ndarray/NDArray;",
+                    "ai/djl/ndarray/NDList.set(ILjava/lang/Object;)Ljava/lang/Object;",
                     "ai/djl/ndarray/NDArray.getNDArrayInternal()Lai/djl/ndarray/internal/NDArrayEx;",
                     "ai/djl/ndarray/internal/NDArrayEx.relu()Lai/djl/ndarray/NDArray;",
                     "ai/djl/ndarray/internal/NDArrayEx.sigmoid()Lai/djl/ndarray/NDArray;",
@@ -312,6 +317,7 @@ final class SafeLambdaBodies {
             if (DJL_MEMBERS.contains(key)
                     || JDK_MEMBERS.contains(callOwner + "." + name)
                     || "java/lang/Math".equals(callOwner)
+                    || SHAPE.equals(callOwner)
                     || knownFunction.test(key)) {
                 return true;
             }

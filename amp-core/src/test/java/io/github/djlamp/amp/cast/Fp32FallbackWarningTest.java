@@ -142,4 +142,43 @@ class Fp32FallbackWarningTest {
                 advice);
         assertTrue(advice.contains("LowPrecisionSafe"), advice);
     }
+
+    /** Stands in for engine code the engine's own autocast runs (a TorchScript module). */
+    private static final class EngineCode extends ai.djl.nn.AbstractBlock {
+        @Override
+        protected ai.djl.ndarray.NDList forwardInternal(
+                ai.djl.training.ParameterStore store,
+                ai.djl.ndarray.NDList inputs,
+                boolean training,
+                ai.djl.util.PairList<String, Object> params) {
+            return io.github.djlamp.amp.policy.UnknownCode.same(inputs);
+        }
+
+        @Override
+        public ai.djl.ndarray.types.Shape[] getOutputShapes(
+                ai.djl.ndarray.types.Shape[] inputShapes) {
+            return inputShapes;
+        }
+    }
+
+    /**
+     * A block of the user's own around engine code, planned under the engine's autocast, that ran
+     * in fp32 because the engine refused (oneDNN's bf16 LSTM on this CPU): nothing to vouch for.
+     */
+    @Test
+    void aBlockPlannedUnderTheEnginesAutocastIsToldNothingNeedsChanging() {
+        SequentialBlock model = new SequentialBlock().add(new OwnForward(new EngineCode()));
+        ModelPlan plan =
+                ModelPlan.of(
+                        PrecisionPolicy.parse("mixed_bfloat16"),
+                        model,
+                        b -> b instanceof EngineCode);
+        assertEquals(
+                io.github.djlamp.amp.policy.BlockPlan.Strategy.ENGINE_AUTOCAST,
+                plan.get("01OwnForward").getStrategy());
+        ArithmeticShare share = new ArithmeticShare(Precision.BF16);
+        share.recordProduct("01OwnForward", "OwnForward", Precision.FP32, 9000);
+        String advice = Fp32FallbackWarning.advice(plan, share.getFp32Units());
+        assertTrue(advice.startsWith("Nothing to change"), advice);
+    }
 }

@@ -17,6 +17,7 @@ import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
+import ai.djl.nn.AbstractBlock;
 import ai.djl.nn.Block;
 import ai.djl.nn.Blocks;
 import ai.djl.nn.Parameter;
@@ -35,9 +36,14 @@ import ai.djl.training.optimizer.Optimizer;
 import ai.djl.training.tracker.Tracker;
 import ai.djl.translate.Batchifier;
 import ai.djl.util.Pair;
+import ai.djl.util.PairList;
 import io.github.djlamp.amp.Amp;
 import io.github.djlamp.amp.cast.strategy.AutocastStage;
+import io.github.djlamp.amp.policy.BlockPlan;
+import io.github.djlamp.amp.policy.CastCategory;
+import io.github.djlamp.amp.policy.ModelPlan;
 import io.github.djlamp.amp.policy.Precision;
+import io.github.djlamp.amp.policy.PrecisionPolicy;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.AmpBackends;
 import java.io.IOException;
@@ -160,6 +166,100 @@ class EngineAutocastTrainingTest {
                             .forward(new ParameterStore(manager, false), new NDList(x), false)
                             .head();
             assertArrayEquals(expected.toFloatArray(), actual.toFloatArray(), 0f);
+        }
+    }
+
+    /**
+     * DJL's transfer-learning shape written as a block of the user's own: the loaded module and a
+     * new head, its forward handing one to the other. djl-amp reads that forward as safe on bf16
+     * arrays, and the engine's autocast runs the block whole (a 16-bit unit could not: the module
+     * holds its own fp32 weights).
+     */
+    static final class TunedModel extends AbstractBlock {
+        private final Block backbone;
+        private final Block head;
+
+        TunedModel(Block backbone) {
+            this.backbone = addChildBlock("backbone", backbone);
+            this.head = addChildBlock("head", Linear.builder().setUnits(3).build());
+        }
+
+        @Override
+        protected NDList forwardInternal(
+                ParameterStore store, NDList inputs, boolean training, PairList<String, Object> p) {
+            return head.forward(store, backbone.forward(store, inputs, training), training);
+        }
+
+        @Override
+        protected void initializeChildBlocks(
+                NDManager manager, DataType dataType, Shape... inputShapes) {
+            backbone.initialize(manager, dataType, inputShapes);
+            head.initialize(manager, dataType, backbone.getOutputShapes(inputShapes));
+        }
+
+        @Override
+        public Shape[] getOutputShapes(Shape[] inputShapes) {
+            return head.getOutputShapes(backbone.getOutputShapes(inputShapes));
+        }
+    }
+
+    /** The same, ending in softmax: its code may not see a bf16 array. */
+    static final class TunedSoftmaxModel extends AbstractBlock {
+        private final Block backbone;
+
+        TunedSoftmaxModel(Block backbone) {
+            this.backbone = addChildBlock("backbone", backbone);
+        }
+
+        @Override
+        protected NDList forwardInternal(
+                ParameterStore store, NDList inputs, boolean training, PairList<String, Object> p) {
+            return new NDList(backbone.forward(store, inputs, training).head().softmax(1));
+        }
+
+        @Override
+        public Shape[] getOutputShapes(Shape[] inputShapes) {
+            return backbone.getOutputShapes(inputShapes);
+        }
+    }
+
+    @Test
+    void aBlockOfTheUsersOwnAroundTheModuleRunsUnderAutocastOnItsReadCode() throws Exception {
+        Shape input = new Shape(8, 3, 16, 16);
+        Model plain = loadTraced("traced_cnn");
+        Run fp32 = train(plain, new TunedModel(plain.getBlock()), null, input);
+        Model tuned = loadTraced("traced_cnn");
+        Run bf16 = train(tuned, new TunedModel(tuned.getBlock()), "mixed_bfloat16", input);
+        try {
+            assertNotNull(bf16.stage, "the engine's autocast runs the user's block");
+            assertEquals(Precision.BF16, bf16.stage.lastComputedPrecision());
+            assertNull(bf16.stage.fallbackReason());
+            float last32 = fp32.losses.get(STEPS - 1);
+            float last16 = bf16.losses.get(STEPS - 1);
+            System.out.printf(
+                    "user block around traced_cnn: loss fp32 %.5f, bf16 autocast %.5f%n",
+                    last32, last16);
+            assertTrue(last32 < fp32.losses.get(0), "the fp32 run learns: " + fp32.losses);
+            assertEquals(last32, last16, 0.01 * last32, "loss after " + STEPS + " steps");
+        } finally {
+            fp32.model.close();
+            bf16.model.close();
+        }
+        try (Model other = loadTraced("traced_cnn")) {
+            AmpBackend backend;
+            try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+                backend = AmpBackends.forManager(manager);
+            }
+            ModelPlan plan =
+                    ModelPlan.of(
+                            PrecisionPolicy.parse("mixed_bfloat16"),
+                            new TunedSoftmaxModel(other.getBlock()),
+                            backend::supportsEngineAutocast);
+            assertEquals(
+                    BlockPlan.Strategy.STAGE,
+                    plan.get("").getStrategy(),
+                    "softmax in its own code: whole in fp32, never under autocast");
+            assertEquals(CastCategory.FP32, plan.get("").getCategory());
         }
     }
 

@@ -64,6 +64,15 @@ public final class SafeMembersOnBf16Scenarios {
         s.put(A + "mean()" + ARRAY, (a, b) -> a.mean());
         s.put(A + "mean([I)" + ARRAY, (a, b) -> a.mean(new int[] {0}));
         s.put(A + "getShape()Lai/djl/ndarray/types/Shape;", (a, b) -> a.getShape());
+        // oneHot takes indices and makes fp32 of its own, whatever the other arrays are
+        s.put(A + "oneHot(I)" + ARRAY, (a, b) -> a.getManager().arange(3).oneHot(4).mul(a.sum()));
+        s.put(
+                L + "set(ILjava/lang/Object;)Ljava/lang/Object;",
+                (a, b) -> {
+                    NDList list = new NDList(a);
+                    list.set(0, b);
+                    return list.head();
+                });
         String ex = "ai/djl/ndarray/internal/NDArrayEx.";
         s.put(
                 A + "getNDArrayInternal()Lai/djl/ndarray/internal/NDArrayEx;",

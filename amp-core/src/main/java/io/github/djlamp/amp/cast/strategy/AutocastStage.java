@@ -84,7 +84,14 @@ public final class AutocastStage extends ShadowBlock {
                     backend.withEngineAutocast(
                             inputs.head().getDevice(),
                             precision,
-                            () -> inner.forward(casting.delegate(), inputs, training, params));
+                            // a list of its own: a forward may replace its inputs' entries
+                            // (d2l-java's RNNModel does), and a refused one is run again
+                            () ->
+                                    inner.forward(
+                                            casting.delegate(),
+                                            new NDList(inputs),
+                                            training,
+                                            params));
         } catch (EngineException e) {
             NDList outputs = forwardFp32(casting, inputs, training, params);
             fallback = e.getMessage();
