@@ -24,8 +24,9 @@ import io.github.djlamp.amp.policy.LowPrecisionSafe;
  * both outputs' sums, the share of parameters in 16 bits and "OK" last; djl-amp's warnings reach
  * the output through slf4j-simple.
  *
- * <p>Arguments: {@code opaque}, {@code marked} (implements {@link LowPrecisionSafe}) or {@code
- * trusted} (the opaque class vouched for in the policy), a policy.
+ * <p>Arguments: {@code read} (the unit, whose forward djl-amp reads as safe), {@code opaque} (the
+ * same clipping its output: not readable), {@code marked} (implements {@link LowPrecisionSafe}) or
+ * {@code trusted} (the opaque class vouched for in the policy), a policy.
  */
 public final class CustomBlockScenario {
 
@@ -43,19 +44,29 @@ public final class CustomBlockScenario {
             trainAsAUserDoes(args[1]);
             return;
         }
-        boolean marked = "marked".equals(args[0]);
         // a class the user cannot change, vouched for in one line at the Amp.wrap call
         String policy =
                 "trusted".equals(args[0])
-                        ? args[1] + "[class:" + GatedUnit.class.getName() + "=trusted]"
+                        ? args[1] + "[class:" + OpaqueGatedUnit.class.getName() + "=trusted]"
                         : args[1];
         try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
-            float plain = run(marked ? new MarkedGatedUnit() : new GatedUnit(), null, manager);
-            float amp = run(marked ? new MarkedGatedUnit() : new GatedUnit(), policy, manager);
+            float plain = run(unit(args[0]), null, manager);
+            float amp = run(unit(args[0]), policy, manager);
             System.out.println("plain " + plain);
             System.out.println("amp " + amp);
         }
         System.out.println("OK");
+    }
+
+    private static Block unit(String variant) {
+        switch (variant) {
+            case "read":
+                return new GatedUnit();
+            case "marked":
+                return new MarkedGatedUnit();
+            default:
+                return new OpaqueGatedUnit();
+        }
     }
 
     private static float run(Block block, String policy, NDManager manager) {
@@ -81,7 +92,7 @@ public final class CustomBlockScenario {
     private static void trainAsAUserDoes(String policy) {
         Block block =
                 new ai.djl.nn.SequentialBlock()
-                        .add(new GatedUnit())
+                        .add(new OpaqueGatedUnit())
                         .add(Linear.builder().setUnits(4).build());
         try (ai.djl.Model model = ai.djl.Model.newInstance("gated")) {
             model.setBlock(Amp.wrap(block, policy));
@@ -112,8 +123,8 @@ public final class CustomBlockScenario {
 
     /** out = linearA(x) * sigmoid(linearB(x)). */
     static class GatedUnit extends AbstractBlock {
-        private final Block a;
-        private final Block b;
+        final Block a;
+        final Block b;
 
         GatedUnit() {
             a = addChildBlock("a", Linear.builder().setUnits(32).build());
@@ -140,6 +151,22 @@ public final class CustomBlockScenario {
         public void initializeChildBlocks(NDManager manager, DataType dataType, Shape... shapes) {
             a.initialize(manager, dataType, shapes);
             b.initialize(manager, dataType, shapes);
+        }
+    }
+
+    /**
+     * The same unit, clipping its output: djl-amp has not run clip on bf16 arrays, so it cannot
+     * read this forward as safe, and the unit runs in fp32.
+     */
+    static class OpaqueGatedUnit extends GatedUnit {
+        @Override
+        protected NDList forwardInternal(
+                ParameterStore store,
+                NDList inputs,
+                boolean training,
+                PairList<String, Object> params) {
+            NDArray out = super.forwardInternal(store, inputs, training, params).head();
+            return new NDList(out.clip(-1e4f, 1e4f));
         }
     }
 

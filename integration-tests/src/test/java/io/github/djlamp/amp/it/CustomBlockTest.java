@@ -8,9 +8,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import org.junit.jupiter.api.Test;
 
 /**
- * A user's own block: djl-amp cannot look into it, so it runs in fp32 and the first forward says so
- * with a per-layer summary; implementing {@code LowPrecisionSafe} opts it into 16-bit compute under
- * bf16. Run in a child JVM so that the log can be read (and a crash would fail only this test).
+ * A user's own block: where djl-amp reads its forward as safe it computes in 16 bits; where it
+ * cannot, it runs in fp32 and the first forward says so with a per-layer summary, and implementing
+ * {@code LowPrecisionSafe} opts it into 16-bit compute under bf16. Run in a child JVM so that the
+ * log can be read (and a crash would fail only this test).
  */
 class CustomBlockTest {
 
@@ -38,8 +39,29 @@ class CustomBlockTest {
         assertTrue(out.contains("WARN"), out);
         assertTrue(out.contains("little of this model's arithmetic ran in bfloat16"), out);
         assertTrue(out.contains("LowPrecisionSafe"), out);
-        assertTrue(out.contains("GatedUnit"), "the summary names the block:\n" + out);
+        assertTrue(out.contains("OpaqueGatedUnit"), "the summary names the block:\n" + out);
         assertTrue(out.contains("opaque composite"), "and says why it is fp32:\n" + out);
+        assertTrue(
+                out.contains("djl-amp read its code and stopped: its forward calls"),
+                "and where reading its code stopped:\n" + out);
+    }
+
+    /** The gated unit itself calls its layers, sigmoid and mul only: djl-amp reads it as safe. */
+    @Test
+    void aCustomBlockWhoseForwardDjlAmpReadsComputesInBf16WithoutAWarning() throws Exception {
+        String out =
+                ForkedJvm.runOk(
+                        java.util.List.of("-Xmx1g"),
+                        CustomBlockScenario.class,
+                        "read",
+                        "mixed_bfloat16");
+        System.out.println(out);
+        assertNotEquals(value(out, "plain"), value(out, "amp"), "computed in bf16");
+        assertEquals("1.0", value(out, "lowShare"));
+        assertFalse(out.contains("little of this model"), out);
+        assertTrue(
+                value(out, "arithmetic").startsWith("100.0% of 8.19 kFLOP a forward in bfloat16"),
+                "all its arithmetic in 16 bits: two 32x16 weights on 4 rows, estimated:\n" + out);
     }
 
     @Test
@@ -57,10 +79,11 @@ class CustomBlockTest {
         assertTrue(initialized >= 0 && warning > initialized, "warned after initialize:\n" + out);
         // the unit's two 16x32 weights on 4 rows: 2 x 1024 x 4 FLOPs, estimated; the head's
         // 4x32 linear layer on 4 rows exactly: 2 x 4 x 4 x 32
-        assertTrue(out.contains("01GatedUnit (GatedUnit, about 8.19 kFLOP)"), out);
+        assertTrue(out.contains("01OpaqueGatedUnit (OpaqueGatedUnit, about 8.19 kFLOP)"), out);
         assertTrue(out.contains("opaque composite"), out);
         assertTrue(
-                out.contains("class:io.github.djlamp.amp.it.CustomBlockScenario$GatedUnit=trusted"),
+                out.contains(
+                        "class:io.github.djlamp.amp.it.CustomBlockScenario$OpaqueGatedUnit=trusted"),
                 out);
         assertTrue(
                 out.contains(
