@@ -55,6 +55,9 @@ final class SafeLambdaBodies {
     /**
      * DJL members that pass no data type to native code on bf16 arrays: "owner.name(descriptor)".
      * Each has a scenario in {@code SafeMembersOnBf16Test}, which fails for an entry without one.
+     * Left out although they run on bf16: what PyTorch's autocast computes in fp32 for accuracy
+     * ({@code exp}, {@code sum}, {@code pow}, reductions such as {@code mean}): code that calls
+     * them keeps its fp32 treatment.
      */
     static final Set<String> DJL_MEMBERS =
             Set.of(
@@ -67,8 +70,6 @@ final class SafeLambdaBodies {
                     "ai/djl/ndarray/NDArray.matMul(Lai/djl/ndarray/NDArray;)Lai/djl/ndarray/NDArray;",
                     "ai/djl/ndarray/NDArray.neg()Lai/djl/ndarray/NDArray;",
                     "ai/djl/ndarray/NDArray.abs()Lai/djl/ndarray/NDArray;",
-                    "ai/djl/ndarray/NDArray.exp()Lai/djl/ndarray/NDArray;",
-                    "ai/djl/ndarray/NDArray.square()Lai/djl/ndarray/NDArray;",
                     "ai/djl/ndarray/NDArray.reshape([J)Lai/djl/ndarray/NDArray;",
                     "ai/djl/ndarray/NDArray.reshape(Lai/djl/ndarray/types/Shape;)Lai/djl/ndarray/NDArray;",
                     "ai/djl/ndarray/NDArray.transpose()Lai/djl/ndarray/NDArray;",
@@ -78,10 +79,6 @@ final class SafeLambdaBodies {
                     "ai/djl/ndarray/NDArray.squeeze(I)Lai/djl/ndarray/NDArray;",
                     "ai/djl/ndarray/NDArray.flatten()Lai/djl/ndarray/NDArray;",
                     "ai/djl/ndarray/NDArray.concat(Lai/djl/ndarray/NDArray;I)Lai/djl/ndarray/NDArray;",
-                    "ai/djl/ndarray/NDArray.sum()Lai/djl/ndarray/NDArray;",
-                    "ai/djl/ndarray/NDArray.sum([I)Lai/djl/ndarray/NDArray;",
-                    "ai/djl/ndarray/NDArray.mean()Lai/djl/ndarray/NDArray;",
-                    "ai/djl/ndarray/NDArray.mean([I)Lai/djl/ndarray/NDArray;",
                     "ai/djl/ndarray/NDArray.getShape()Lai/djl/ndarray/types/Shape;",
                     "ai/djl/ndarray/NDArray.oneHot(I)Lai/djl/ndarray/NDArray;",
                     "ai/djl/ndarray/NDList.set(ILjava/lang/Object;)Ljava/lang/Object;",
