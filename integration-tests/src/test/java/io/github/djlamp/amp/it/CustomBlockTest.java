@@ -49,19 +49,7 @@ class CustomBlockTest {
     /** The gated unit itself calls its layers, sigmoid and mul only: djl-amp reads it as safe. */
     @Test
     void aCustomBlockWhoseForwardDjlAmpReadsComputesInBf16WithoutAWarning() throws Exception {
-        String out =
-                ForkedJvm.runOk(
-                        java.util.List.of("-Xmx1g"),
-                        CustomBlockScenario.class,
-                        "read",
-                        "mixed_bfloat16");
-        System.out.println(out);
-        assertNotEquals(value(out, "plain"), value(out, "amp"), "computed in bf16");
-        assertEquals("1.0", value(out, "lowShare"));
-        assertFalse(out.contains("little of this model"), out);
-        assertTrue(
-                value(out, "arithmetic").startsWith("100.0% of 8.19 kFLOP a forward in bfloat16"),
-                "all its arithmetic in 16 bits: two 32x16 weights on 4 rows, estimated:\n" + out);
+        assertComputesAllInBf16("read");
     }
 
     @Test
@@ -93,28 +81,21 @@ class CustomBlockTest {
 
     @Test
     void aCustomBlockDeclaredLowPrecisionSafeComputesInBf16WithoutAWarning() throws Exception {
-        String out =
-                ForkedJvm.runOk(
-                        java.util.List.of("-Xmx1g"),
-                        CustomBlockScenario.class,
-                        "marked",
-                        "mixed_bfloat16");
-        System.out.println(out);
-        assertNotEquals(value(out, "plain"), value(out, "amp"), "computed in bf16");
-        assertEquals("1.0", value(out, "lowShare"));
-        assertFalse(out.contains("little of this model"), out);
-        assertTrue(
-                value(out, "arithmetic").startsWith("100.0% of 8.19 kFLOP a forward in bfloat16"),
-                "all its arithmetic in 16 bits: two 32x16 weights on 4 rows, estimated:\n" + out);
+        assertComputesAllInBf16("marked");
     }
 
     @Test
     void aClassTheUserCannotChangeIsVouchedForInOneLine() throws Exception {
+        assertComputesAllInBf16("trusted");
+    }
+
+    /** The unit's variant computes all its arithmetic in bf16, with no fallback WARN. */
+    private static void assertComputesAllInBf16(String variant) throws Exception {
         String out =
                 ForkedJvm.runOk(
                         java.util.List.of("-Xmx1g"),
                         CustomBlockScenario.class,
-                        "trusted",
+                        variant,
                         "mixed_bfloat16");
         System.out.println(out);
         assertNotEquals(value(out, "plain"), value(out, "amp"), "computed in bf16");
