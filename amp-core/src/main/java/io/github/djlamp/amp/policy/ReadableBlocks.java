@@ -22,9 +22,9 @@ import org.objectweb.asm.Type;
  * through another DJL block, whose forward is DJL's); it overrides neither {@code forward} nor the
  * forward with labels; its {@code forwardInternal} reads as {@link SafeLambdaBodies} reads a
  * lambda, where it may also call {@code forward} on the blocks its fields hold, and every field
- * that holds a block holds one of its registered children. What the children run is then the plan's
- * to check, as for a block marked {@link LowPrecisionSafe}: the hazard scan refuses a child that is
- * not safe on bf16 arrays.
+ * that holds a block holds one of its registered children. What the children run is then the rules'
+ * to judge ({@link DefaultCastRules}): a child that is not safe in 16 bits keeps the block in fp32,
+ * unless it is engine code, which puts the whole block under the engine's own autocast.
  */
 final class ReadableBlocks {
 
