@@ -57,12 +57,14 @@ final class Fp32FallbackWarning {
         if (!islands.isEmpty()) {
             logger.warn(
                     "djl-amp: {} unit{} of unknown content run{} in fp32 between 16-bit layers,"
-                            + " with a cast on each side: {}. A lambda djl-amp cannot look into"
-                            + " may call softmax, so it is kept in fp32, and in a conv net that can"
-                            + " cost half the speed. Write activations as DJL's blocks"
-                            + " (Activation.reluBlock()) or method references to DJL's functions"
-                            + " (Activation::relu), and keep lambdas of your own in a class of"
-                            + " their own. {}",
+                            + " with a cast on each side: {}. A lambda whose code djl-amp cannot"
+                            + " read as safe on bf16 arrays may call softmax, so it is kept in"
+                            + " fp32, and in a conv net that can cost half the speed. Write"
+                            + " activations as DJL's blocks (Activation.reluBlock()) or method"
+                            + " references to DJL's functions (Activation::relu); a lambda of your"
+                            + " own runs in 16 bits when it calls only the array operations"
+                            + " djl-amp knows (README, \"Lambdas and speed\"), and one it cannot"
+                            + " read belongs in a class of its own. {}",
                     islands.size(),
                     islands.size() == 1 ? "" : "s",
                     islands.size() == 1 ? "s" : "",
