@@ -135,7 +135,10 @@ final class FusedUpdateCount {
                 perParameter = onDevice.create(counts);
                 perParameter.attach(owner);
             }
-            count = onDevice.create(new double[] {djlCount}).reshape(new Shape());
+            // a copy the engine owns: on the CPU create(...) wraps a Java buffer that libtorch
+            // does not copy, freed once its array closes, and the fused step writes the count in
+            // place; a view of it outlived the array (RestoredUpdateCountTest)
+            count = onDevice.create((double) djlCount).duplicate();
             count.attach(owner);
         }
     }
