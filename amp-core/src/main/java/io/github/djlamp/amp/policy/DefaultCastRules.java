@@ -185,16 +185,21 @@ public final class DefaultCastRules {
      */
     public static boolean isReadableAroundEngineCode(
             Block block, java.util.function.Predicate<Block> engineCode) {
-        if (!reaches(block, engineCode) || !ReadableBlocks.isReadable(block)) {
-            return false;
-        }
+        return reaches(block, engineCode)
+                && ReadableBlocks.isReadable(block)
+                && hazardAmongChildren(block, (b, p) -> engineCode.test(b)) == null;
+    }
+
+    /** The first bf16 hazard among {@code block}'s children, with {@code trusted} counted safe. */
+    private static String hazardAmongChildren(
+            Block block, java.util.function.BiPredicate<Block, String> trusted) {
         for (ai.djl.util.Pair<String, Block> child : block.getChildren()) {
-            if (bf16HazardIn(child.getValue(), child.getKey(), (b, p) -> engineCode.test(b))
-                    != null) {
-                return false;
+            String hazard = bf16HazardIn(child.getValue(), child.getKey(), trusted);
+            if (hazard != null) {
+                return hazard;
             }
         }
-        return true;
+        return null;
     }
 
     private static boolean reaches(Block block, java.util.function.Predicate<Block> engineCode) {
@@ -219,13 +224,8 @@ public final class DefaultCastRules {
         if (why != null) {
             return why;
         }
-        for (ai.djl.util.Pair<String, Block> child : block.getChildren()) {
-            String hazard = bf16HazardIn(child.getValue(), child.getKey());
-            if (hazard != null) {
-                return "it reaches " + hazard;
-            }
-        }
-        return null;
+        String hazard = hazardAmongChildren(block, (b, p) -> false);
+        return hazard == null ? null : "it reaches " + hazard;
     }
 
     /**

@@ -9,6 +9,7 @@ import java.util.function.Predicate;
 import org.objectweb.asm.ConstantDynamic;
 import org.objectweb.asm.Handle;
 import org.objectweb.asm.Opcodes;
+import org.objectweb.asm.Type;
 import org.objectweb.asm.tree.AbstractInsnNode;
 import org.objectweb.asm.tree.ClassNode;
 import org.objectweb.asm.tree.FieldInsnNode;
@@ -244,7 +245,6 @@ final class SafeLambdaBodies {
      * forward.
      */
     static final class Reading {
-        private final Class<?> capturing;
         private final String owner;
         private final Map<String, MethodNode> methods;
         private final Predicate<String> knownFunction;
@@ -261,8 +261,7 @@ final class SafeLambdaBodies {
          *     read and whose forward may be called; empty for a lambda
          */
         Reading(Class<?> capturing, Predicate<String> knownFunction, Set<String> childFields) {
-            this.capturing = capturing;
-            this.owner = org.objectweb.asm.Type.getInternalName(capturing);
+            this.owner = Type.getInternalName(capturing);
             this.methods = METHODS.get(capturing);
             this.knownFunction = knownFunction;
             this.childFields = childFields;
@@ -372,7 +371,7 @@ final class SafeLambdaBodies {
                                 "reads the field "
                                         + field.name
                                         + " ("
-                                        + org.objectweb.asm.Type.getType(field.desc).getClassName()
+                                        + Type.getType(field.desc).getClassName()
                                         + ", which may carry code)");
                     }
                 } else if (insn instanceof LdcInsnNode) {
@@ -387,18 +386,12 @@ final class SafeLambdaBodies {
 
         /** Whether every value a lambda site captures (its indy's arguments) is inert. */
         private static boolean inert(String indyDescriptor) {
-            for (org.objectweb.asm.Type t :
-                    org.objectweb.asm.Type.getArgumentTypes(indyDescriptor)) {
+            for (Type t : Type.getArgumentTypes(indyDescriptor)) {
                 if (!INERT.contains(t.getDescriptor())) {
                     return false;
                 }
             }
             return true;
-        }
-
-        @Override
-        public String toString() {
-            return "reading of a lambda of " + capturing.getName();
         }
     }
 }
