@@ -126,11 +126,28 @@ final class ShadowTree {
             return ShadowTree.shadowOf(block, planned, blocks.getPolicy(), release, this);
         }
 
-        /** The shadow children of a SequentialBlock, with its segments' stages grouped. */
-        List<Block> sequenceOf(Block block, String path, List<Block> children) {
+        /**
+         * The shadow children of a SequentialBlock, with its segments' stages grouped.
+         *
+         * @throws AmpException when segments would hide the intermediate outputs the block returns
+         */
+        List<Block> sequenceOf(
+                Block block, String path, List<Block> children, boolean returnsIntermediate) {
             List<CheckpointPlan.Group> groups = plan.groupsOf(path);
             if (groups.isEmpty()) {
                 return children;
+            }
+            if (returnsIntermediate) {
+                throw new AmpException(
+                        "checkpointing="
+                                + plan.setting()
+                                + " places segments inside '"
+                                + path
+                                + "', a SequentialBlock that returns the output of every child"
+                                + " (setReturnIntermediate(true)): a segment returns only its last"
+                                + " child's output. Checkpoint blocks inside its children instead"
+                                + " (Checkpointing.blocks(\"path:...\")), or the block as a whole"
+                                + " from its parent");
             }
             List<Block> originals = new ArrayList<>();
             List<String> paths = new ArrayList<>();
@@ -215,7 +232,9 @@ final class ShadowTree {
                     (TransformerEncoderBlock) block, byName(named), path, release);
         }
         if (block instanceof SequentialBlock) {
-            return new Sequential(release).addAll(builder.sequenceOf(block, path, children));
+            boolean intermediate = ((SequentialBlock) block).isReturnIntermediate();
+            return new Sequential(release, intermediate)
+                    .addAll(builder.sequenceOf(block, path, children, intermediate));
         }
         if (block instanceof ParallelBlock) {
             ParallelBlock parallel = (ParallelBlock) block;
@@ -336,13 +355,19 @@ final class ShadowTree {
 
     /**
      * A shadow SequentialBlock: initialized through the original, never by itself; drops its handle
-     * to each child's output once the next child has consumed it.
+     * to each child's output once the next child has consumed it, unless, as the original is set to
+     * ({@link SequentialBlock#setReturnIntermediate}), it returns every child's output.
      */
     private static final class Sequential extends SequentialBlock {
         private final IntermediateRelease release;
 
         Sequential(IntermediateRelease release) {
+            this(release, false);
+        }
+
+        Sequential(IntermediateRelease release, boolean returnIntermediate) {
             this.release = release;
+            setReturnIntermediate(returnIntermediate);
         }
 
         @Override
@@ -351,6 +376,9 @@ final class ShadowTree {
                 NDList inputs,
                 boolean training,
                 PairList<String, Object> params) {
+            if (isReturnIntermediate()) {
+                return super.forwardInternal(parameterStore, inputs, training, params);
+            }
             return release.chain(children.values(), parameterStore, inputs, training, null);
         }
 
@@ -361,6 +389,9 @@ final class ShadowTree {
                 NDList data,
                 NDList labels,
                 PairList<String, Object> params) {
+            if (isReturnIntermediate()) {
+                return super.forwardInternal(parameterStore, data, labels, params);
+            }
             return release.chain(children.values(), parameterStore, data, labels, true, null);
         }
 
