@@ -25,6 +25,7 @@ import org.objectweb.asm.tree.InvokeDynamicInsnNode;
 import org.objectweb.asm.tree.LdcInsnNode;
 import org.objectweb.asm.tree.MethodInsnNode;
 import org.objectweb.asm.tree.MethodNode;
+import org.objectweb.asm.tree.TypeInsnNode;
 import org.objectweb.asm.tree.analysis.Analyzer;
 import org.objectweb.asm.tree.analysis.AnalyzerException;
 import org.objectweb.asm.tree.analysis.Interpreter;
@@ -63,14 +64,19 @@ import org.objectweb.asm.tree.analysis.Value;
  *       and local variables and records where it goes: into {@code new LambdaBlock(f[, name])},
  *       into {@code new ParallelBlock(f, ...)} (a join) or into the static {@code
  *       LambdaBlock.singleton(f[, name])} ({@link Use}); these calls are not virtual, so the
- *       destination is exact. A function passed to an operation of {@code java.util.stream.Stream}
- *       ({@code list.stream().map(NDList::head)}, as in GoogLeNet's joins) is applied there and
- *       goes nowhere (assumed of the interface: an implementation outside the JDK that keeps its
- *       mappers and hands them out is not a case this class guards against). Anything else (a
- *       field, an array, a return, a captured value of another lambda, any other method, {@code
- *       SequentialBlock.add(f)} included, since a subclass may override it) is an {@link
- *       Use#ESCAPE}: the site stays a candidate for every destination. A site whose value is only
- *       popped or only applied is a candidate for none.
+ *       destination is exact. So is {@code add(f[, name])} or {@code addSingleton(f[, name])} of a
+ *       SequentialBlock the method made with {@code new SequentialBlock()} (or got back from one of
+ *       those calls on it, which return their receiver): its class is exactly DJL's, whose {@code
+ *       add} makes {@code new LambdaBlock(f)} and whose {@code addSingleton} calls {@code
+ *       LambdaBlock.singleton(f)} (DJL 0.35.1 and 0.36.0), so DJL's YOLOv3 upsampling lambdas are
+ *       no candidates for its residual joins. A function passed to an operation of {@code
+ *       java.util.stream.Stream} ({@code list.stream().map(NDList::head)}, as in GoogLeNet's joins)
+ *       is applied there and goes nowhere (assumed of the interface: an implementation outside the
+ *       JDK that keeps its mappers and hands them out is not a case this class guards against).
+ *       Anything else (a field, an array, a return, a captured value of another lambda, any other
+ *       method, {@code SequentialBlock.add(f)} included, since a subclass may override it) is an
+ *       {@link Use#ESCAPE}: the site stays a candidate for every destination. A site whose value is
+ *       only popped or only applied is a candidate for none.
  * </ul>
  *
  * <h2>When nothing is said</h2>
@@ -126,8 +132,12 @@ final class LambdaSites {
     private static final String LAMBDA_METAFACTORY = "java/lang/invoke/LambdaMetafactory";
     private static final String LAMBDA_BLOCK = "ai/djl/nn/LambdaBlock";
     private static final String PARALLEL_BLOCK = "ai/djl/nn/ParallelBlock";
+    private static final String SEQUENTIAL_BLOCK = "ai/djl/nn/SequentialBlock";
     private static final String FUNCTION = "java/util/function/Function";
     private static final String FUNCTION_DESCRIPTOR = "L" + FUNCTION + ";";
+
+    /** DJL's SequentialBlock methods that return their receiver. */
+    private static final Set<String> RETURNS_RECEIVER = Set.of("add", "addSingleton", "addAll");
 
     /**
      * The JDK's stream interface: a function handed to one of its operations ({@code map}, {@code
@@ -370,8 +380,15 @@ final class LambdaSites {
         }
     }
 
-    /** A value on the stack or in a local: its size and the lambda sites it may come from. */
-    private record Flow(int size, Set<Integer> sites) implements Value {
+    /**
+     * A value on the stack or in a local: its size, the lambda sites it may come from, and whether
+     * it is certainly a SequentialBlock of exactly DJL's class.
+     */
+    private record Flow(int size, Set<Integer> sites, boolean exactSequential) implements Value {
+        Flow(int size, Set<Integer> sites) {
+            this(size, sites, false);
+        }
+
         @Override
         public int getSize() {
             return size;
@@ -386,6 +403,7 @@ final class LambdaSites {
     private static final class Flows extends Interpreter<Flow> {
         private static final Flow ONE = new Flow(1, Set.of());
         private static final Flow TWO = new Flow(2, Set.of());
+        private static final Flow SEQUENTIAL = new Flow(1, Set.of(), true);
 
         private final Map<AbstractInsnNode, Integer> indices;
         private final List<Site> sites;
@@ -427,6 +445,8 @@ final class LambdaSites {
                     return cst instanceof Long || cst instanceof Double ? TWO : ONE;
                 case Opcodes.GETSTATIC:
                     return sized(Type.getType(((FieldInsnNode) insn).desc).getSize());
+                case Opcodes.NEW:
+                    return SEQUENTIAL_BLOCK.equals(((TypeInsnNode) insn).desc) ? SEQUENTIAL : ONE;
                 default:
                     return ONE;
             }
@@ -505,6 +525,11 @@ final class LambdaSites {
                 MethodInsnNode call = (MethodInsnNode) insn;
                 Type[] parameters = Type.getArgumentTypes(call.desc);
                 int first = values.size() - parameters.length; // 1 with a receiver
+                boolean exactReceiver =
+                        first == 1
+                                && call.getOpcode() == Opcodes.INVOKEVIRTUAL
+                                && SEQUENTIAL_BLOCK.equals(call.owner)
+                                && values.get(0).exactSequential();
                 for (int i = 0; i < values.size(); i++) {
                     Flow value = values.get(i);
                     if (value.sites.isEmpty()) {
@@ -516,11 +541,14 @@ final class LambdaSites {
                             use(value, Use.ESCAPE);
                         }
                     } else {
-                        Use use = destination(call, parameters[i - first]);
+                        Use use = destination(call, parameters[i - first], exactReceiver);
                         if (use != null) {
                             use(value, use);
                         }
                     }
+                }
+                if (exactReceiver && RETURNS_RECEIVER.contains(call.name)) {
+                    return SEQUENTIAL;
                 }
                 return sized(Type.getReturnType(call.desc).getSize());
             }
@@ -538,9 +566,10 @@ final class LambdaSites {
 
         /**
          * Where a value passed as a parameter of type {@code parameter} to {@code call} goes; null
-         * where it is only applied.
+         * where it is only applied. {@code exactReceiver}: the call is DJL's own SequentialBlock
+         * method, on a receiver of exactly that class.
          */
-        private static Use destination(MethodInsnNode call, Type parameter) {
+        private static Use destination(MethodInsnNode call, Type parameter, boolean exactReceiver) {
             if (STREAM.equals(call.owner)) {
                 return null;
             }
@@ -560,6 +589,12 @@ final class LambdaSites {
                     && "singleton".equals(call.name)) {
                 return Use.SINGLETON;
             }
+            if (exactReceiver && "add".equals(call.name)) {
+                return Use.LAMBDA_BLOCK;
+            }
+            if (exactReceiver && "addSingleton".equals(call.name)) {
+                return Use.SINGLETON;
+            }
             return Use.ESCAPE;
         }
 
@@ -571,12 +606,15 @@ final class LambdaSites {
         @Override
         public Flow merge(Flow value1, Flow value2) {
             int size = value1.size == value2.size ? value1.size : 1;
+            boolean exact = value1.exactSequential() && value2.exactSequential();
             if (value1.sites.containsAll(value2.sites)) {
-                return size == value1.size ? value1 : new Flow(size, value1.sites);
+                return size == value1.size && exact == value1.exactSequential()
+                        ? value1
+                        : new Flow(size, value1.sites, exact);
             }
             Set<Integer> union = new HashSet<>(value1.sites);
             union.addAll(value2.sites);
-            return new Flow(size, Set.copyOf(union));
+            return new Flow(size, Set.copyOf(union), exact);
         }
     }
 }
