@@ -17,6 +17,8 @@
 module io.github.djlamp.amp {
     requires transitive ai.djl.api;
     requires org.slf4j;
+    requires jdk.unsupported; // Unsafe.allocateInstance: copies of a block djl-amp read
+    // (ReadBlockShadow)
     requires org.objectweb.asm;
     requires org.objectweb.asm.tree;
     requires org.objectweb.asm.tree.analysis;

@@ -22,6 +22,7 @@ import io.github.djlamp.amp.cast.strategy.AttentionShadow;
 import io.github.djlamp.amp.cast.strategy.AutocastStage;
 import io.github.djlamp.amp.cast.strategy.BertPretrainingShadow;
 import io.github.djlamp.amp.cast.strategy.BertShadow;
+import io.github.djlamp.amp.cast.strategy.ReadBlockShadow;
 import io.github.djlamp.amp.cast.strategy.TransformerEncoderShadow;
 import io.github.djlamp.amp.exception.AmpException;
 import io.github.djlamp.amp.internal.DjlSeam;
@@ -33,6 +34,7 @@ import io.github.djlamp.amp.policy.ModelPlan;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
 import io.github.djlamp.amp.spi.AmpBackends;
 import java.util.ArrayList;
+import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -205,11 +207,16 @@ final class ShadowTree {
         }
         List<Block> children = new ArrayList<>();
         Map<String, Block> named = new LinkedHashMap<>();
+        Map<Block, Block> byChild = new IdentityHashMap<>();
         for (Pair<String, Block> child : block.getChildren()) {
             String childPath = BlockPaths.child(path, child.getKey());
             Block shadow = builder.shadowOf(child.getValue(), childPath);
             children.add(shadow);
             named.put(child.getKey(), shadow);
+            byChild.put(child.getValue(), shadow);
+        }
+        if (planned.getStrategy() == BlockPlan.Strategy.READ) {
+            return new ReadBlockShadow(block, byChild, path);
         }
         if (block instanceof ScaledDotProductAttentionBlock) {
             ScaledDotProductAttentionBlock attention = (ScaledDotProductAttentionBlock) block;

@@ -73,6 +73,9 @@ final class LowPrecisionLayers {
                 Shape[] outputs = outputShapes(block, path, inputs);
                 visitComposite(block, path, inputs, outputs);
                 return outputs;
+            case READ:
+                // what a block's own code hands its children is known only by running it
+                return outputNeeded ? outputShapes(block, path, inputs) : null;
             case STAGE:
             case ENGINE_AUTOCAST:
                 if (planned.getCategory() == CastCategory.LOW) {

@@ -26,7 +26,13 @@ public final class BlockPlan {
          * A DJL block with a forward of its own that djl-amp runs layer by layer ({@link
          * KnownComposites}): each child has a plan of its own.
          */
-        COMPOSITE
+        COMPOSITE,
+        /**
+         * A block whose forward djl-amp read as safe ({@link ReadableBlocks}), holding a child that
+         * is not safe in 16 bits: its own code runs over its children's shadows, each child with a
+         * plan of its own ({@link DefaultCastRules#isReadOverChildren}).
+         */
+        READ
     }
 
     private final String path;

@@ -52,10 +52,12 @@ public enum CastCategory {
 
     /**
      * A block djl-amp does not run as a unit but descends into, resolving each child on its own:
-     * exactly {@link ai.djl.nn.SequentialBlock} and {@link ai.djl.nn.ParallelBlock}, whose forward
-     * pass only hands the same inputs and parameter store on to their children. Never set by
-     * overrides; an override on a container makes the whole container one unit of the overriding
-     * category.
+     * {@link ai.djl.nn.SequentialBlock} and {@link ai.djl.nn.ParallelBlock}, whose forward pass
+     * only hands the same inputs and parameter store on to their children; DJL's transformer
+     * blocks, run layer by layer ({@link KnownComposites}); and a block whose forward djl-amp reads
+     * as safe, holding a child that is not safe in 16 bits (DJL's YOLOv3), whose own code runs over
+     * its children ({@link DefaultCastRules#isReadOverChildren}). Never set by overrides; an
+     * override on a container makes the whole container one unit of the overriding category.
      */
     CONTAINER("container");
 
@@ -115,8 +117,9 @@ public enum CastCategory {
                 if (!category.isOverridable()) {
                     throw new IllegalArgumentException(
                             "Cast category 'container' cannot be set: djl-amp assigns it to"
-                                    + " SequentialBlock and ParallelBlock only; valid categories"
-                                    + " are "
+                                    + " the blocks it descends into (SequentialBlock,"
+                                    + " ParallelBlock, blocks whose forward it reads); valid"
+                                    + " categories are "
                                     + validNames());
                 }
                 return category;

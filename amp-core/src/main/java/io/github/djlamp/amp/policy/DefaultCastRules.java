@@ -45,6 +45,11 @@ import java.util.function.Predicate;
  * <tr><td>recurrent layers ({@code RecurrentBlock}: RNN, GRU, LSTM)</td><td>FP32 (the shadow
  *     tree runs those the engine's autocast supports under it: {@link #ENGINE_AUTOCAST})</td></tr>
  * <tr><td>other blocks of {@code ai.djl.nn.transformer}</td><td>FP32</td></tr>
+ * <tr><td>a block whose forward djl-amp reads as safe on bf16 arrays ({@link ReadableBlocks}),
+ *     every child safe in 16 bits</td><td>LOW (one unit)</td></tr>
+ * <tr><td>a block whose forward djl-amp reads as safe, with a child that is not (DJL's YOLOv3:
+ *     upsampling lambdas): its own code runs over its children, each child in its own
+ *     category</td><td>CONTAINER</td></tr>
  * <tr><td>any other block with children (opaque composite)</td><td>FP32</td></tr>
  * <tr><td>any other leaf</td><td>FP32 (a TorchScript module: {@link #ENGINE_AUTOCAST})</td>
  *     </tr>
@@ -85,6 +90,18 @@ public final class DefaultCastRules {
                     "declared LowPrecisionSafe by its author",
                     b -> b instanceof LowPrecisionSafe,
                     CastCategory.LOW);
+
+    /**
+     * A readable block with a child that is not safe in 16 bits: its code runs over the children's
+     * shadows ({@link #isReadOverChildren}); after the rule that makes a readable block with safe
+     * children one unit.
+     */
+    private static final Rule READ_OVER_CHILDREN =
+            new Rule(
+                    "a block whose forward djl-amp read: its own code runs over its children, each"
+                            + " in its own precision",
+                    ReadableBlocks::isReadable,
+                    CastCategory.CONTAINER);
 
     private static final List<Rule> RULES =
             List.of(
@@ -149,10 +166,11 @@ public final class DefaultCastRules {
                             DefaultCastRules::isTransformerBlock,
                             CastCategory.FP32),
                     new Rule(
-                            "a block of your own whose forward djl-amp read: it calls its children"
-                                    + " and array operations safe in 16 bits only",
+                            "a block whose forward djl-amp read: it calls its children and array"
+                                    + " operations safe in 16 bits only",
                             DefaultCastRules::isReadableAndSafeInside,
                             CastCategory.LOW),
+                    READ_OVER_CHILDREN,
                     new Rule(
                             "opaque composite: djl-amp cannot descend into it",
                             b -> !b.getChildren().isEmpty(),
@@ -168,6 +186,19 @@ public final class DefaultCastRules {
      */
     private static boolean isReadableAndSafeInside(Block block) {
         return whyNotRead(block) == null;
+    }
+
+    /**
+     * Whether djl-amp runs {@code block}'s own code over its children, each child planned on its
+     * own: a block whose forward it reads as safe on bf16 arrays ({@link ReadableBlocks}), of a
+     * user's class or of DJL's (YOLOv3), holding a child that is not safe in 16 bits (where every
+     * child is, the block is one 16-bit unit instead).
+     *
+     * @param block a block
+     * @return true when the table's first rule that matches it is that one
+     */
+    public static boolean isReadOverChildren(Block block) {
+        return ruleFor(block) == READ_OVER_CHILDREN;
     }
 
     /**

@@ -81,7 +81,13 @@ public final class ModelPlan {
             Block block) {
         CastCategory category = policy.categoryOf(block, path);
         String ruleReason = DefaultCastRules.reasonFor(block);
-        if (category == CastCategory.CONTAINER) {
+        boolean read =
+                category == CastCategory.CONTAINER && DefaultCastRules.isReadOverChildren(block);
+        // around engine code the engine's autocast runs a readable block whole, as before
+        if (category == CastCategory.CONTAINER
+                && !(read
+                        && runsUnderEngineAutocast(
+                                block, path, category, policy, precision, engineAutocast))) {
             boolean composite = KnownComposites.isMirrored(block);
             boolean fp32Join =
                     block instanceof ParallelBlock
@@ -95,7 +101,9 @@ public final class ModelPlan {
             return new BlockPlan(
                     path,
                     block,
-                    composite ? BlockPlan.Strategy.COMPOSITE : BlockPlan.Strategy.CONTAINER,
+                    composite
+                            ? BlockPlan.Strategy.COMPOSITE
+                            : read ? BlockPlan.Strategy.READ : BlockPlan.Strategy.CONTAINER,
                     category,
                     category,
                     ruleReason,

@@ -13,18 +13,19 @@ import java.util.Set;
 import org.objectweb.asm.Type;
 
 /**
- * The blocks of a user's own class whose forward djl-amp can read as safe on bf16 arrays, so that
- * they run in 16 bits without anyone vouching for them: d2l-java's {@code Residual} forwards its
+ * The blocks with children whose forward djl-amp can read as safe on bf16 arrays, so that they
+ * compute in 16 bits without anyone vouching for them: d2l-java's {@code Residual} forwards its
  * input to the {@code ParallelBlock} it holds and nothing else, and computed 0.1% of its arithmetic
- * in bf16 unless the user trusted its class.
+ * in bf16 unless the user trusted its class; DJL's YOLOv3 (model zoo) calls its backbone and heads,
+ * picks and concatenates their outputs, and computed none.
  *
- * <p>Its class extends DJL's {@link AbstractBlock} directly or through classes of its own (not
- * through another DJL block, whose forward is DJL's); it overrides neither {@code forward} nor the
- * forward with labels; its {@code forwardInternal} reads as {@link SafeLambdaBodies} reads a
- * lambda, where it may also call {@code forward} on the blocks its fields hold, and every field
- * that holds a block holds one of its registered children. What the children run is then the rules'
- * to judge ({@link DefaultCastRules}): a child that is not safe in 16 bits keeps the block in fp32,
- * unless it is engine code, which puts the whole block under the engine's own autocast.
+ * <p>Its class, a user's or DJL's own, extends {@link AbstractBlock}; no class between overrides
+ * {@code forward} or the forward with labels; the {@code forwardInternal} it runs reads as {@link
+ * SafeLambdaBodies} reads a lambda, where it may also call {@code forward} on the blocks its fields
+ * hold, and every field that holds a block holds one of its registered children. What the children
+ * run is then the rules' to judge ({@link DefaultCastRules}): with every child safe in 16 bits the
+ * block is one 16-bit unit; around engine code, the engine's own autocast runs it whole; otherwise
+ * its own code runs over its children, each in its own precision.
  */
 final class ReadableBlocks {
 
@@ -38,7 +39,7 @@ final class ReadableBlocks {
      * Returns whether {@code block}'s own forward is code djl-amp reads as safe on bf16 arrays.
      *
      * @param block a block
-     * @return true for a readable block of a user's class with children
+     * @return true for a readable block with children
      */
     static boolean isReadable(Block block) {
         return whyNot(block) == null;
@@ -62,8 +63,8 @@ final class ReadableBlocks {
             children.add(child.getValue());
         }
         for (Class<?> c = block.getClass(); c != AbstractBlock.class; c = c.getSuperclass()) {
-            if (c == null || c.getName().startsWith("ai.djl.")) {
-                return "it extends " + (c == null ? "no AbstractBlock" : "DJL's " + c.getName());
+            if (c == null) {
+                return "it extends no AbstractBlock";
             }
             for (Method m : c.getDeclaredMethods()) {
                 if ("forward".equals(m.getName())) {

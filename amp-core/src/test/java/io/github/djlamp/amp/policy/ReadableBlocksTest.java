@@ -100,7 +100,7 @@ class ReadableBlocksTest {
         assertEquals(CastCategory.LOW, DefaultCastRules.categoryOf(residual));
         assertTrue(
                 DefaultCastRules.reasonFor(residual)
-                        .startsWith("a block of your own whose forward"),
+                        .startsWith("a block whose forward djl-amp read: it calls"),
                 DefaultCastRules.reasonFor(residual));
         assertTrue(DefaultCastRules.knowsSafeIn16Bits(residual), "on nobody's word");
         SequentialBlock net =
@@ -113,15 +113,30 @@ class ReadableBlocksTest {
     }
 
     @Test
-    void aBlockWhoseCodeOrChildrenMayNotSee16BitArraysStaysFp32() {
+    void aBlockWhoseCodeMayNotSee16BitArraysStaysFp32() {
         for (Block block :
-                new Block[] {
-                    new SoftmaxAfterChild(), new HiddenBlock(), new AroundLstm(), new OwnForward()
-                }) {
+                new Block[] {new SoftmaxAfterChild(), new HiddenBlock(), new OwnForward()}) {
             assertEquals(
                     CastCategory.FP32,
                     DefaultCastRules.categoryOf(block),
                     block.getClass().getSimpleName());
         }
+    }
+
+    @Test
+    void aReadableBlockWithAChildNotSafeIn16BitsRunsItsCodeOverItsChildren() {
+        AroundLstm block = new AroundLstm();
+        assertEquals(CastCategory.CONTAINER, DefaultCastRules.categoryOf(block));
+        assertTrue(DefaultCastRules.isReadOverChildren(block));
+        ModelPlan plan = ModelPlan.of(PrecisionPolicy.parse("mixed_bfloat16"), block, b -> false);
+        assertEquals(BlockPlan.Strategy.READ, plan.get("").getStrategy());
+        assertEquals(CastCategory.FP32, plan.get("01rnn").getCategory(), "the LSTM on its own");
+        // where the engine's autocast runs the LSTM, it runs the readable block whole, as before
+        ModelPlan engine =
+                ModelPlan.of(
+                        PrecisionPolicy.parse("mixed_bfloat16"),
+                        block,
+                        b -> b instanceof ai.djl.nn.recurrent.LSTM);
+        assertEquals(BlockPlan.Strategy.ENGINE_AUTOCAST, engine.get("").getStrategy());
     }
 }
