@@ -100,7 +100,7 @@ public final class DefaultCastRules {
             new Rule(
                     "a block whose forward djl-amp read: its own code runs over its children, each"
                             + " in its own precision",
-                    ReadableBlocks::isReadable,
+                    ReadableBlocks::isReadableWithoutViews,
                     CastCategory.CONTAINER);
 
     private static final List<Rule> RULES =

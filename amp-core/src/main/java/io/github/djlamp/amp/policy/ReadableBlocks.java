@@ -2,6 +2,7 @@ package io.github.djlamp.amp.policy;
 
 import ai.djl.nn.AbstractBlock;
 import ai.djl.nn.Block;
+import ai.djl.nn.SequentialBlock;
 import ai.djl.util.Pair;
 import java.lang.reflect.Field;
 import java.lang.reflect.Method;
@@ -9,6 +10,7 @@ import java.lang.reflect.Modifier;
 import java.util.Collections;
 import java.util.HashSet;
 import java.util.IdentityHashMap;
+import java.util.List;
 import java.util.Set;
 import org.objectweb.asm.Type;
 
@@ -22,10 +24,12 @@ import org.objectweb.asm.Type;
  * <p>Its class, a user's or DJL's own, extends {@link AbstractBlock}; no class between overrides
  * {@code forward} or the forward with labels; the {@code forwardInternal} it runs reads as {@link
  * SafeLambdaBodies} reads a lambda, where it may also call {@code forward} on the blocks its fields
- * hold, and every field that holds a block holds one of its registered children. What the children
- * run is then the rules' to judge ({@link DefaultCastRules}): with every child safe in 16 bits the
- * block is one 16-bit unit; around engine code, the engine's own autocast runs it whole; otherwise
- * its own code runs over its children, each in its own precision.
+ * hold, and every field that holds a block holds one of its registered children, or a view of them:
+ * a SequentialBlock of DJL's own class, never registered, listing some of them, whose children the
+ * code may iterate ({@code view.getChildren().values()}) and forward (d2l-java's {@code
+ * DenseBlock}). What the children run is then the rules' to judge ({@link DefaultCastRules}): with
+ * every child safe in 16 bits the block is one 16-bit unit; around engine code, the engine's own
+ * autocast runs it whole; otherwise its own code runs over its children, each in its own precision.
  */
 final class ReadableBlocks {
 
@@ -46,6 +50,19 @@ final class ReadableBlocks {
     }
 
     /**
+     * Returns whether {@code block} is readable and reaches its children through its own fields
+     * only, never through a view ({@link #whyNot}): its code can then run on a copy whose fields
+     * hold the children's shadows ({@link DefaultCastRules#isReadOverChildren}).
+     *
+     * @param block a block
+     * @return true for a readable block without views
+     */
+    static boolean isReadableWithoutViews(Block block) {
+        Set<String> views = new HashSet<>();
+        return whyNot(block, views) == null && views.isEmpty();
+    }
+
+    /**
      * Returns why djl-amp does not read {@code block}'s forward as safe, for the fallback WARN:
      * "its forward calls ai.djl.ndarray.NDArray.softmax"; null when it does.
      *
@@ -53,6 +70,11 @@ final class ReadableBlocks {
      * @return the reason, or null for a readable block
      */
     static String whyNot(Block block) {
+        return whyNot(block, new HashSet<>());
+    }
+
+    /** {@link #whyNot(Block)}, adding to {@code viewFields} the fields that hold a view. */
+    private static String whyNot(Block block, Set<String> viewFields) {
         if (!(block instanceof AbstractBlock) || block.getChildren().isEmpty()) {
             return "it is not an AbstractBlock with children";
         }
@@ -81,7 +103,7 @@ final class ReadableBlocks {
                     }
                 }
             }
-            String field = strayBlockField(block, c, children, childFields);
+            String field = strayBlockField(block, c, children, childFields, viewFields);
             if (field != null) {
                 return "its field " + field + " holds a block that is not one of its children";
             }
@@ -92,7 +114,10 @@ final class ReadableBlocks {
         try {
             SafeLambdaBodies.Reading reading =
                     new SafeLambdaBodies.Reading(
-                            declaring, KnownLambdas::isBf16Function, Set.copyOf(childFields));
+                            declaring,
+                            KnownLambdas::isBf16Function,
+                            Set.copyOf(childFields),
+                            Set.copyOf(viewFields));
             return reading.safeMethod("forwardInternal", FORWARD_INTERNAL)
                     ? null
                     : "its forward " + reading.stoppedAt();
@@ -102,11 +127,16 @@ final class ReadableBlocks {
     }
 
     /**
-     * Adds the fields of {@code c} that hold a block; returns the name of one that holds a block
-     * that is not a registered child, or cannot be read, else null.
+     * Adds the fields of {@code c} that hold a block to {@code childFields}, and those that hold a
+     * view of the block's children to {@code viewFields}; returns the name of one that holds any
+     * other block, or cannot be read, else null.
      */
     private static String strayBlockField(
-            Block block, Class<?> c, Set<Block> children, Set<String> childFields) {
+            Block block,
+            Class<?> c,
+            Set<Block> children,
+            Set<String> childFields,
+            Set<String> viewFields) {
         for (Field f : c.getDeclaredFields()) {
             if (Modifier.isStatic(f.getModifiers()) || f.getType().isPrimitive()) {
                 continue;
@@ -123,13 +153,31 @@ final class ReadableBlocks {
                             && Modifier.isFinal(f.getModifiers())
                             && Block.class.isAssignableFrom(f.getType());
             if (value instanceof Block || finalNull) {
+                String name = Type.getInternalName(c) + "." + f.getName();
                 // a final field left null (d2l's optional 1x1 projection) reaches no block
                 if (value != null && !children.contains(value)) {
-                    return f.getName();
+                    if (!isViewOf(value, children)) {
+                        return f.getName();
+                    }
+                    viewFields.add(name);
+                    continue;
                 }
-                childFields.add(Type.getInternalName(c) + "." + f.getName());
+                childFields.add(name);
             }
         }
         return null;
+    }
+
+    /**
+     * Whether {@code value} is a view of the block's children: a SequentialBlock of exactly DJL's
+     * class, never registered, that lists some of them (d2l-java's {@code DenseBlock} adds each of
+     * its children to such a block and iterates it in its forward).
+     */
+    private static boolean isViewOf(Object value, Set<Block> children) {
+        if (value.getClass() != SequentialBlock.class) {
+            return false;
+        }
+        List<Block> listed = ((Block) value).getChildren().values();
+        return !listed.isEmpty() && children.containsAll(listed);
     }
 }

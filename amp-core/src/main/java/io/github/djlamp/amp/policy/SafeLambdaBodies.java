@@ -195,6 +195,14 @@ final class SafeLambdaBodies {
                     "Lai/djl/ndarray/NDArray;",
                     "Lai/djl/ndarray/NDList;");
 
+    /** What a block's code may call to list the children a view of them holds. */
+    private static final Set<String> VIEW_MEMBERS =
+            Set.of(
+                    "ai/djl/nn/SequentialBlock.getChildren()Lai/djl/nn/BlockList;",
+                    "ai/djl/nn/AbstractBlock.getChildren()Lai/djl/nn/BlockList;",
+                    "ai/djl/nn/Block.getChildren()Lai/djl/nn/BlockList;",
+                    "ai/djl/nn/BlockList.values()Ljava/util/List;");
+
     /** A block's forward, with and without labels, as a body may call a child's. */
     private static final Set<String> CHILD_FORWARDS =
             Set.of(
@@ -236,7 +244,7 @@ final class SafeLambdaBodies {
         if (!INERT.containsAll(captured)) {
             return false;
         }
-        return new Reading(capturing, knownFunction, Set.of()).safe(implementation, 0);
+        return new Reading(capturing, knownFunction, Set.of(), Set.of()).safe(implementation, 0);
     }
 
     /**
@@ -249,6 +257,7 @@ final class SafeLambdaBodies {
         private final Map<String, MethodNode> methods;
         private final Predicate<String> knownFunction;
         private final Set<String> childFields;
+        private final Set<String> viewFields;
         private final Set<String> seen = new HashSet<>();
         private String stop;
 
@@ -259,12 +268,19 @@ final class SafeLambdaBodies {
          * @param knownFunction DJL functions known to have a bf16 kernel
          * @param childFields "owner.name" of the fields holding the block's children, which may be
          *     read and whose forward may be called; empty for a lambda
+         * @param viewFields "owner.name" of the fields holding a view of the block's children (a
+         *     SequentialBlock listing them), which may be read and whose children may be listed
          */
-        Reading(Class<?> capturing, Predicate<String> knownFunction, Set<String> childFields) {
+        Reading(
+                Class<?> capturing,
+                Predicate<String> knownFunction,
+                Set<String> childFields,
+                Set<String> viewFields) {
             this.owner = Type.getInternalName(capturing);
             this.methods = METHODS.get(capturing);
             this.knownFunction = knownFunction;
             this.childFields = childFields;
+            this.viewFields = viewFields;
         }
 
         /**
@@ -317,8 +333,12 @@ final class SafeLambdaBodies {
                     || knownFunction.test(key)) {
                 return true;
             }
-            if (!childFields.isEmpty() && "forward".equals(name) && CHILD_FORWARDS.contains(desc)) {
+            boolean block = !childFields.isEmpty() || !viewFields.isEmpty();
+            if (block && "forward".equals(name) && CHILD_FORWARDS.contains(desc)) {
                 return true; // a child's forward: only children can be reached (fields checked)
+            }
+            if (!viewFields.isEmpty() && VIEW_MEMBERS.contains(key)) {
+                return true; // listing a view's children: they are the block's (fields checked)
             }
             if (!owner.equals(callOwner)) {
                 return stopped("calls " + javaName(callOwner) + "." + name);
@@ -359,9 +379,11 @@ final class SafeLambdaBodies {
                     }
                 } else if (insn instanceof FieldInsnNode) {
                     FieldInsnNode field = (FieldInsnNode) insn;
+                    String fieldKey = field.owner + "." + field.name;
                     boolean child =
                             insn.getOpcode() == Opcodes.GETFIELD
-                                    && childFields.contains(field.owner + "." + field.name);
+                                    && (childFields.contains(fieldKey)
+                                            || viewFields.contains(fieldKey));
                     if (insn.getOpcode() == Opcodes.PUTFIELD
                             || insn.getOpcode() == Opcodes.PUTSTATIC) {
                         return stopped("writes the field " + field.name);

@@ -7,6 +7,7 @@ import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.AbstractBlock;
 import ai.djl.nn.Block;
+import ai.djl.nn.LambdaBlock;
 import ai.djl.nn.SequentialBlock;
 import ai.djl.nn.core.Linear;
 import ai.djl.nn.recurrent.LSTM;
@@ -110,6 +111,66 @@ class ReadableBlocksTest {
         assertEquals(CastCategory.LOW, first.getCategory());
         assertEquals(null, first.getBf16Hazard());
         assertTrue(first.getVouchedFor().isEmpty(), "nobody vouches: " + first.getVouchedFor());
+    }
+
+    /** d2l-java's DenseBlock: its children listed again in a SequentialBlock it iterates. */
+    static class ViewOfChildren extends AbstractBlock {
+        final SequentialBlock net;
+
+        ViewOfChildren(SequentialBlock view, Block... children) {
+            net = view;
+            int i = 0;
+            for (Block child : children) {
+                net.add(addChildBlock("c" + i++, child));
+            }
+        }
+
+        @Override
+        protected NDList forwardInternal(
+                ParameterStore store, NDList inputs, boolean training, PairList<String, Object> p) {
+            NDList x = inputs;
+            for (Block block : net.getChildren().values()) {
+                x = block.forward(store, x, training);
+            }
+            return x;
+        }
+
+        @Override
+        public Shape[] getOutputShapes(Shape[] inputs) {
+            return inputs;
+        }
+    }
+
+    /** A SequentialBlock of another class may run other code when listed. */
+    static final class OtherSequential extends SequentialBlock {}
+
+    @Test
+    void aViewOfItsChildrenIsReadOnlyWhenItListsThemAndIsDjlsSequentialBlock() {
+        ViewOfChildren dense =
+                new ViewOfChildren(
+                        new SequentialBlock(),
+                        Linear.builder().setUnits(2).build(),
+                        Linear.builder().setUnits(2).build());
+        assertEquals(null, ReadableBlocks.whyNot(dense));
+        assertEquals(CastCategory.LOW, DefaultCastRules.categoryOf(dense));
+
+        ViewOfChildren subclass =
+                new ViewOfChildren(new OtherSequential(), Linear.builder().setUnits(2).build());
+        assertEquals(CastCategory.FP32, DefaultCastRules.categoryOf(subclass), "a subclass");
+
+        ViewOfChildren stranger =
+                new ViewOfChildren(new SequentialBlock(), Linear.builder().setUnits(2).build());
+        stranger.net.add(Linear.builder().setUnits(2).build()); // listed, never registered
+        assertEquals(CastCategory.FP32, DefaultCastRules.categoryOf(stranger), "a stranger");
+
+        // with a child not safe in 16 bits, a block read through a view is not copied over its
+        // children's shadows (the view would still list the children): it stays fp32
+        ViewOfChildren aroundLambda =
+                new ViewOfChildren(
+                        new SequentialBlock(),
+                        Linear.builder().setUnits(2).build(),
+                        new LambdaBlock(UnknownCode::same));
+        assertEquals(CastCategory.FP32, DefaultCastRules.categoryOf(aroundLambda));
     }
 
     @Test
