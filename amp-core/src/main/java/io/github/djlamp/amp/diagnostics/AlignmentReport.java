@@ -38,14 +38,15 @@ import java.util.stream.Collectors;
  * blocks djl-amp runs layer by layer (attention, {@code TransformerEncoderBlock}, {@code
  * BertBlock}, {@code BertPretrainingBlock}: their projections and feed-forward layers are listed);
  * a block the engine's own autocast runs whole (a TorchScript module, DJL's {@code LSTM}) is one
- * layer of {@link LayerKind#UNKNOWN} kind. Shapes are propagated with DJL's {@link
- * Block#getOutputShapes(Shape[])}: a SequentialBlock's child receives its predecessor's outputs, a
- * ParallelBlock's children all receive the block's own inputs, a transformer block's layers the
- * shapes its forward hands them. The report does not initialize, run or change the block, and the
- * block need not be initialized; if it is, each layer's weight shape is checked against the input
- * shapes. DJL finds the output shapes of lambda blocks (activations, pooling) and ParallelBlock
- * joins by running them on zero arrays, which needs an engine on the classpath; plain Linear and
- * convolution stacks need none.
+ * layer of {@link LayerKind#UNKNOWN} kind, and so is a block whose own code runs over its children
+ * (DJL's YOLOv3), whose layers get the shapes its code hands them. Shapes are propagated with DJL's
+ * {@link Block#getOutputShapes(Shape[])}: a SequentialBlock's child receives its predecessor's
+ * outputs, a ParallelBlock's children all receive the block's own inputs, a transformer block's
+ * layers the shapes its forward hands them. The report does not initialize, run or change the
+ * block, and the block need not be initialized; if it is, each layer's weight shape is checked
+ * against the input shapes. DJL finds the output shapes of lambda blocks (activations, pooling) and
+ * ParallelBlock joins by running them on zero arrays, which needs an engine on the classpath; plain
+ * Linear and convolution stacks need none.
  *
  * <p>Under the {@code auto} policy, LOW layers are reported as the layers that would compute in 16
  * bits; resolve it with {@link PrecisionPolicy#resolveAuto} first to see what a given device does.

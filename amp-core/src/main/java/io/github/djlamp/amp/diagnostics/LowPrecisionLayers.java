@@ -29,9 +29,11 @@ import java.util.List;
  * attention, transformer encoder and BERT blocks), hands a SequentialBlock's children their
  * predecessor's outputs, a ParallelBlock's children the block's own inputs and a composite's
  * children the shapes its forward hands them, and lists every unit the plan runs in {@link
- * CastCategory#LOW} (the engine's own autocast included). Shapes are propagated with DJL's {@link
- * Block#getOutputShapes(Shape[])}, which needs no initialized parameters (but does need an engine
- * for lambda blocks and ParallelBlock joins, which DJL runs on zeros).
+ * CastCategory#LOW} (the engine's own autocast included), and each block whose own code runs over
+ * its children ({@link BlockPlan.Strategy#READ}, DJL's YOLOv3) as one layer of unknown kind: the
+ * shapes its code hands its children are known only by running it. Shapes are propagated with DJL's
+ * {@link Block#getOutputShapes(Shape[])}, which needs no initialized parameters (but does need an
+ * engine for lambda blocks and ParallelBlock joins, which DJL runs on zeros).
  */
 final class LowPrecisionLayers {
 
@@ -74,7 +76,16 @@ final class LowPrecisionLayers {
                 visitComposite(block, path, inputs, outputs);
                 return outputs;
             case READ:
-                // what a block's own code hands its children is known only by running it
+                // what a block's own code hands its children is known only by running it: the
+                // block is one layer of unknown kind, as a block autocast runs whole is
+                found.add(
+                        new Found(
+                                path,
+                                block,
+                                inputs,
+                                readsModelInput,
+                                LayerGemm.unknown(
+                                        inputs.length == 1 ? inputs[0].dimension() : -1)));
                 return outputNeeded ? outputShapes(block, path, inputs) : null;
             case STAGE:
             case ENGINE_AUTOCAST:
