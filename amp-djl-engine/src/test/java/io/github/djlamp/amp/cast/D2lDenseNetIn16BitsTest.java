@@ -156,9 +156,9 @@ class D2lDenseNetIn16BitsTest {
             // BatchNorm over 2 images makes the gradients sensitive: fp32 itself, with 0.4% noise
             // on the input, moves them by 3-13% (measured); bf16 moved them by 1-16%, the output
             // by 0.3%
-            assertTrue(error(fp32.get(0), bf16.get(0)) < 0.01, "output");
+            assertTrue(Fp32Distance.of(fp32.get(0), bf16.get(0)) < 0.01, "output");
             for (int i = 1; i < fp32.size(); i++) {
-                double error = error(fp32.get(i), bf16.get(i));
+                double error = Fp32Distance.of(fp32.get(i), bf16.get(i));
                 assertTrue(error < 0.2, "weight gradient " + i + ": " + error);
             }
         }
@@ -189,16 +189,5 @@ class D2lDenseNetIn16BitsTest {
             }
         }
         return result;
-    }
-
-    /** ||a - b|| / max(||a||, 1). */
-    private static double error(float[] expected, float[] actual) {
-        double difference = 0;
-        double norm = 0;
-        for (int i = 0; i < expected.length; i++) {
-            difference += Math.pow(actual[i] - expected[i], 2);
-            norm += Math.pow(expected[i], 2);
-        }
-        return Math.sqrt(difference) / Math.max(Math.sqrt(norm), 1);
     }
 }

@@ -112,7 +112,7 @@ class ReadOverChildrenTest {
             assertEquals(1.0, share.getLowShare(), 1e-9, "both convolutions: " + share);
             assertEquals(fp32.size(), bf16.size());
             for (int i = 0; i < fp32.size(); i++) {
-                double error = error(fp32.get(i), bf16.get(i));
+                double error = Fp32Distance.of(fp32.get(i), bf16.get(i));
                 assertTrue(error < 0.05, "array " + i + ": " + error);
             }
         }
@@ -162,16 +162,5 @@ class ReadOverChildrenTest {
             }
         }
         return result;
-    }
-
-    /** ||a - b|| / max(||a||, 1). */
-    private static double error(float[] expected, float[] actual) {
-        double difference = 0;
-        double norm = 0;
-        for (int i = 0; i < expected.length; i++) {
-            difference += Math.pow(actual[i] - expected[i], 2);
-            norm += Math.pow(expected[i], 2);
-        }
-        return Math.sqrt(difference) / Math.max(Math.sqrt(norm), 1);
     }
 }
