@@ -80,12 +80,7 @@ final class LowPrecisionLayers {
                 // block is one layer of unknown kind, as a block autocast runs whole is
                 found.add(
                         new Found(
-                                path,
-                                block,
-                                inputs,
-                                readsModelInput,
-                                LayerGemm.unknown(
-                                        inputs.length == 1 ? inputs[0].dimension() : -1)));
+                                path, block, inputs, readsModelInput, gemmOf(block, path, inputs)));
                 return outputNeeded ? outputShapes(block, path, inputs) : null;
             case STAGE:
             case ENGINE_AUTOCAST:
