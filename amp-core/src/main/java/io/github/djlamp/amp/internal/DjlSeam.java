@@ -57,6 +57,7 @@ public final class DjlSeam {
                             TransformerEncoderBlock.class, "selfAttentionDropout", Dropout.class),
                     new FieldSpec(
                             TransformerEncoderBlock.class, "fullyConnectedDropout", Dropout.class),
+                    new FieldSpec(Trainer.class, "gradientsChecked", boolean.class),
                     new FieldSpec(SaveModelTrainingListener.class, "outputDir", String.class),
                     new FieldSpec(SaveModelTrainingListener.class, "onSaveModel", Consumer.class),
                     new FieldSpec(SaveModelTrainingListener.class, "epoch", int.class),
@@ -109,6 +110,17 @@ public final class DjlSeam {
     @SuppressWarnings("unchecked")
     public static Function<NDList, NDList> lambdaFunction(LambdaBlock block) {
         return (Function<NDList, NDList>) read(block, LambdaBlock.class, "lambda");
+    }
+
+    /**
+     * Turns off the check DJL's Trainer makes at its first {@code step()} (a private flag), for a
+     * caller that makes it instead.
+     *
+     * @param trainer the trainer
+     * @throws AmpException if this DJL version has no such field
+     */
+    public static void skipFirstGradientCheck(Trainer trainer) {
+        write(trainer, Trainer.class, "gradientsChecked", true);
     }
 
     /**

@@ -56,6 +56,7 @@ public final class AmpSession implements AutoCloseable {
     private final GradientAccumulation accumulation;
     private final TrainableGradients trainable;
     private final SessionPersistence persistence;
+    private final FirstStepGradientCheck firstStepCheck = new FirstStepGradientCheck();
     private LossScalingOptimizer optimizer;
     private AttachedTrainer attached;
     private boolean trainerClosed;
@@ -118,6 +119,7 @@ public final class AmpSession implements AutoCloseable {
                 AttachedTrainer.bind(trainer, block, settings, optimizer, persistence);
         close(); // the previous trainer's device state
         attached = next;
+        firstStepCheck.takeOver(trainer);
         trainerClosed = false;
         accumulation.dropOpenWindow();
         verdict.reset();
@@ -249,6 +251,11 @@ public final class AmpSession implements AutoCloseable {
     }
 
     /** Whether forward passes left checkpointed segments that no step has recomputed. */
+    /** At a step's first update: see {@link FirstStepGradientCheck}. */
+    void checkFirstStepGradients() {
+        firstStepCheck.check(attached.trainer(), trainable);
+    }
+
     boolean hasCheckpointsPending() {
         return block.getTrainingLink().getCheckpoints().hasPending();
     }

@@ -143,6 +143,7 @@ public final class LossScalingOptimizer extends Optimizer {
                             + " AmpSession.of(trainer).step() (or unscaleGradients() first), or"
                             + " train with EasyTrain");
         }
+        session.checkFirstStepGradients();
         if (verdict.isAccumulating()) {
             return;
         }
