@@ -78,6 +78,8 @@ final class SafeLambdaBodies {
                     "ai/djl/ndarray/NDArray.swapAxes(II)Lai/djl/ndarray/NDArray;",
                     "ai/djl/ndarray/NDArray.expandDims(I)Lai/djl/ndarray/NDArray;",
                     "ai/djl/ndarray/NDArray.squeeze(I)Lai/djl/ndarray/NDArray;",
+                    "ai/djl/ndarray/NDArray.squeeze([I)Lai/djl/ndarray/NDArray;",
+                    "ai/djl/ndarray/NDArray.squeeze()Lai/djl/ndarray/NDArray;",
                     "ai/djl/ndarray/NDArray.flatten()Lai/djl/ndarray/NDArray;",
                     "ai/djl/ndarray/NDArray.concat(Lai/djl/ndarray/NDArray;I)Lai/djl/ndarray/NDArray;",
                     "ai/djl/ndarray/NDArray.getShape()Lai/djl/ndarray/types/Shape;",

@@ -121,6 +121,13 @@ class SafeLambdaBodiesTest {
         }
     }
 
+    /** DJL's TransferFreshFruit drops the pooled axes of its TorchScript embedding so. */
+    static final class SqueezingSingleton {
+        static Block block() {
+            return new SequentialBlock().addSingleton(nd -> nd.squeeze(new int[] {2, 3}));
+        }
+    }
+
     static final class PrintingLambda {
         static LambdaBlock block() {
             return new LambdaBlock(
@@ -164,6 +171,8 @@ class SafeLambdaBodiesTest {
         Block reshaping = ReshapingLambda.block();
         assertTrue(KnownLambdas.isPassThrough((LambdaBlock) reshaping));
         assertEquals(CastCategory.PASS_THROUGH, DefaultCastRules.categoryOf(reshaping));
+        Block squeezing = SqueezingSingleton.block().getChildren().get(0).getValue();
+        assertTrue(KnownLambdas.isPassThrough((LambdaBlock) squeezing), "squeeze(int[])");
         assertFalse(KnownLambdas.isPassThrough(TypeReadingLambda.block()));
         assertFalse(KnownLambdas.isPassThrough(PrintingLambda.block()), "printing calls toString");
     }

@@ -55,6 +55,10 @@ public final class SafeMembersOnBf16Scenarios {
         s.put(A + "swapAxes(II)" + ARRAY, (a, b) -> a.swapAxes(0, 1));
         s.put(A + "expandDims(I)" + ARRAY, (a, b) -> a.expandDims(0));
         s.put(A + "squeeze(I)" + ARRAY, (a, b) -> a.expandDims(1).squeeze(1));
+        s.put(
+                A + "squeeze([I)" + ARRAY,
+                (a, b) -> a.expandDims(1).expandDims(3).squeeze(new int[] {1, 3}));
+        s.put(A + "squeeze()" + ARRAY, (a, b) -> a.expandDims(1).squeeze());
         s.put(A + "flatten()" + ARRAY, (a, b) -> a.flatten());
         s.put(A + "concat(" + ARRAY + "I)" + ARRAY, (a, b) -> a.concat(b, 1));
         s.put(A + "getShape()Lai/djl/ndarray/types/Shape;", (a, b) -> a.getShape());
