@@ -125,6 +125,45 @@ class ArithmeticEstimateTest {
         }
     }
 
+    /**
+     * DJL lists no layers inside a TorchScript module, only its parameters: a traced CNN (DJL's
+     * TransferFreshFruit loads a traced ResNet-18) read "100.0% of 731.83 GFLOP" with no "at most"
+     * for about 2.4. A weight of three or more axes marks the convolution; a traced encoder of
+     * linear layers keeps "about".
+     */
+    @Test
+    void aTorchScriptModuleWithConvolutionKernelsIsCountedAsAnUpperBound() throws Exception {
+        java.nio.file.Path fixtures =
+                java.nio.file.Path.of(
+                                ArithmeticEstimateTest.class
+                                        .getResource("/torchscript/traced_cnn.pt")
+                                        .toURI())
+                        .getParent();
+        try (ai.djl.Model cnn = ai.djl.Model.newInstance("traced_cnn", "PyTorch");
+                ai.djl.Model encoder = ai.djl.Model.newInstance("traced_encoder", "PyTorch")) {
+            cnn.load(fixtures, "traced_cnn");
+            encoder.load(fixtures, "traced_encoder");
+            NDManager manager = cnn.getNDManager();
+            NDList image = new NDList(manager.ones(new Shape(2, 3, 16, 16)));
+            ArithmeticShare share = new ArithmeticShare(Precision.BF16);
+            share.record("01Traced", cnn.getBlock(), Precision.BF16, image, image);
+            ArithmeticShare.Unit unit = share.getUnits().get(0);
+            assertTrue(unit.isUpperBound(), unit.toString());
+            assertTrue(share.toString().contains("of at most "), share.toString());
+            // the fixture layer by layer: conv 3->8 at 16x16, conv 8->16 stride 2, linear 16->32
+            long exact = 2 * (2L * 8 * 27 * 256 + 2L * 16 * 72 * 64 + 2L * 16 * 32);
+            assertTrue(unit.getFlops() >= exact, unit.getFlops() + " >= " + exact);
+
+            NDList tokens = new NDList(encoder.getNDManager().ones(new Shape(2, 8, 16)));
+            ArithmeticShare encoderShare = new ArithmeticShare(Precision.BF16);
+            encoderShare.record("01Traced", encoder.getBlock(), Precision.BF16, tokens, tokens);
+            ArithmeticShare.Unit layers = encoderShare.getUnits().get(0);
+            assertTrue(
+                    !layers.isUpperBound() && layers.toString().contains("about "),
+                    layers.toString());
+        }
+    }
+
     /** A block of its own forward around a layer: its arithmetic is estimated as a whole. */
     private static final class OwnForwardStandIn extends ai.djl.nn.AbstractBlock {
         private final Block inner;
