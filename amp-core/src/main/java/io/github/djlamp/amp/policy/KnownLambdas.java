@@ -68,8 +68,9 @@ import org.objectweb.asm.Type;
  * than transforming its input), and a DJL function written in a class that also writes a lambda of
  * unknown content that may reach the same place: with {@code .add(Activation::relu)} and {@code
  * .add(x -> custom(x))} in one class both are fp32, as their objects cannot be told apart on JDK 17
- * (a join passed to {@code new ParallelBlock(...)} does not count: its destination is known).
- * {@code Activation.reluBlock()}, or the user's lambda in a class of its own, avoids that.
+ * (a join passed to {@code new ParallelBlock(...)} does not count: its destination is known),
+ * unless {@link LambdaProbe} tells them apart. {@code Activation.reluBlock()}, or the user's lambda
+ * in a class of its own, avoids that.
  */
 final class KnownLambdas {
 
@@ -203,13 +204,14 @@ final class KnownLambdas {
             return false;
         }
         Class<?> capturing = LambdaSites.capturingClass(function.getClass());
-        Set<Known> known = new HashSet<>();
-        for (LambdaSites.Site site : candidates) {
-            Known k = known(site, capturing);
-            if (k == null) {
+        Set<Known> known = knownOf(candidates, capturing);
+        if (known == null) {
+            // a site of unknown content may have made it: the probe may tell which one did
+            List<LambdaSites.Site> made = LambdaProbe.narrow(function, destination, candidates);
+            known = made.size() < candidates.size() ? knownOf(made, capturing) : null;
+            if (known == null) {
                 return false;
             }
-            known.add(k);
         }
         if (known.stream().allMatch(Known::wrapper)) {
             Object wrapped = wrappedFunction(function);
@@ -220,6 +222,19 @@ final class KnownLambdas {
         }
         return known.stream().allMatch(Known::bf16Kernel)
                 || known.stream().anyMatch(k -> k.bf16Kernel() && k.label().equals(blockName));
+    }
+
+    /** What each site runs, or null when one of them runs something not known. */
+    private static Set<Known> knownOf(List<LambdaSites.Site> sites, Class<?> capturing) {
+        Set<Known> known = new HashSet<>();
+        for (LambdaSites.Site site : sites) {
+            Known k = known(site, capturing);
+            if (k == null) {
+                return null;
+            }
+            known.add(k);
+        }
+        return known;
     }
 
     /** What the method a lambda site runs is, for a lambda written in {@code capturing}. */

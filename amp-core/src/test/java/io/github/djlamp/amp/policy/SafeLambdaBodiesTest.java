@@ -128,6 +128,33 @@ class SafeLambdaBodiesTest {
         }
     }
 
+    /**
+     * TransferFreshFruit writes both singletons in one method: JDK 17 cannot tell the two lambda
+     * objects apart, so the squeeze stayed fp32 beside the softmax until the probe told them.
+     */
+    static final class SqueezeThenSoftmax {
+        static SequentialBlock block() {
+            return new SequentialBlock()
+                    .addSingleton(nd -> nd.squeeze(new int[] {2, 3}))
+                    .addSingleton(nd -> nd.softmax(1));
+        }
+    }
+
+    /** A lambda that counts its calls before it touches its input: the probe must not run it. */
+    static final class CountingBesideSqueeze {
+        static int calls;
+
+        static SequentialBlock block() {
+            return new SequentialBlock()
+                    .addSingleton(nd -> nd.squeeze(new int[] {2, 3}))
+                    .addSingleton(
+                            nd -> {
+                                calls++;
+                                return nd.softmax(1);
+                            });
+        }
+    }
+
     static final class PrintingLambda {
         static LambdaBlock block() {
             return new LambdaBlock(
@@ -164,6 +191,25 @@ class SafeLambdaBodiesTest {
                 "a captured function may run anything");
         String hazard = DefaultCastRules.bf16HazardIn(SoftmaxJoin.block(), "01ParallelBlock");
         assertTrue(hazard != null && hazard.contains("join"), String.valueOf(hazard));
+    }
+
+    @Test
+    void aSafeLambdaIsToldApartFromASoftmaxLambdaWrittenBesideIt() {
+        SequentialBlock block = SqueezeThenSoftmax.block();
+        LambdaBlock squeeze = (LambdaBlock) block.getChildren().get(0).getValue();
+        LambdaBlock softmax = (LambdaBlock) block.getChildren().get(1).getValue();
+        assertTrue(KnownLambdas.isPassThrough(squeeze), "the squeeze runs on 16-bit input");
+        assertFalse(KnownLambdas.isPassThrough(softmax), "the softmax stays fp32");
+    }
+
+    @Test
+    void aLambdaThatMayDoAnythingBeforeTouchingItsInputIsNeverRunToTellItApart() {
+        SequentialBlock block = CountingBesideSqueeze.block();
+        LambdaBlock squeeze = (LambdaBlock) block.getChildren().get(0).getValue();
+        LambdaBlock counting = (LambdaBlock) block.getChildren().get(1).getValue();
+        assertFalse(KnownLambdas.isPassThrough(squeeze), "not told apart: both stay fp32");
+        assertFalse(KnownLambdas.isPassThrough(counting));
+        assertEquals(0, CountingBesideSqueeze.calls, "neither lambda ran");
     }
 
     @Test
