@@ -2,6 +2,7 @@ package io.github.djlamp.amp.policy;
 
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.types.DataType;
 import io.github.djlamp.amp.policy.LambdaSites.Site;
 import io.github.djlamp.amp.policy.LambdaSites.Use;
 import java.lang.reflect.Proxy;
@@ -14,6 +15,7 @@ import org.objectweb.asm.Opcodes;
 import org.objectweb.asm.Type;
 import org.objectweb.asm.tree.AbstractInsnNode;
 import org.objectweb.asm.tree.ClassNode;
+import org.objectweb.asm.tree.FieldInsnNode;
 import org.objectweb.asm.tree.IntInsnNode;
 import org.objectweb.asm.tree.LdcInsnNode;
 import org.objectweb.asm.tree.MethodInsnNode;
@@ -46,7 +48,12 @@ final class LambdaProbe {
                     "get(I)Ljava/lang/Object;",
                     "size()I",
                     "isEmpty()Z",
+                    "<init>()V",
+                    "<init>(I)V",
                     "<init>([Lai/djl/ndarray/NDArray;)V");
+
+    /** DJL's data types: enum constants, read with no code of the caller's run. */
+    private static final String DATA_TYPE = Type.getInternalName(DataType.class);
 
     private LambdaProbe() {}
 
@@ -185,7 +192,9 @@ final class LambdaProbe {
                     || opcode == Opcodes.DUP
                     || opcode == Opcodes.CHECKCAST
                     || isArithmetic(opcode)
-                    || (opcode == Opcodes.NEW && NDLIST.equals(((TypeInsnNode) insn).desc))) {
+                    || (opcode == Opcodes.NEW && NDLIST.equals(((TypeInsnNode) insn).desc))
+                    || (opcode == Opcodes.GETSTATIC
+                            && DATA_TYPE.equals(((FieldInsnNode) insn).owner))) {
                 continue;
             }
             return false;

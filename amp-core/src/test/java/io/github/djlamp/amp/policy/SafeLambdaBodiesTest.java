@@ -140,6 +140,27 @@ class SafeLambdaBodiesTest {
         }
     }
 
+    /**
+     * DJL's TrainAmazonReviewRanking: a d2l-style {@code Activation::relu} in the head, written
+     * beside the input lambda that makes the encoder's integer inputs.
+     */
+    static final class ReluBesideInputLambda {
+        static SequentialBlock block() {
+            SequentialBlock classifier = new SequentialBlock();
+            classifier.add(
+                    new LambdaBlock(
+                            ndList -> {
+                                NDArray data = ndList.singletonOrThrow();
+                                NDList inputs = new NDList();
+                                inputs.add(data.toType(DataType.INT64, false));
+                                inputs.add(data.getManager().full(data.getShape(), 1));
+                                return inputs;
+                            }));
+            classifier.add(Activation::relu);
+            return classifier;
+        }
+    }
+
     /** A lambda that counts its calls before it touches its input: the probe must not run it. */
     static final class CountingBesideSqueeze {
         static int calls;
@@ -200,6 +221,15 @@ class SafeLambdaBodiesTest {
         LambdaBlock softmax = (LambdaBlock) block.getChildren().get(1).getValue();
         assertTrue(KnownLambdas.isPassThrough(squeeze), "the squeeze runs on 16-bit input");
         assertFalse(KnownLambdas.isPassThrough(softmax), "the softmax stays fp32");
+    }
+
+    @Test
+    void aD2lStyleReluIsToldApartFromAnInputLambdaWrittenBesideIt() {
+        SequentialBlock block = ReluBesideInputLambda.block();
+        LambdaBlock input = (LambdaBlock) block.getChildren().get(0).getValue();
+        LambdaBlock relu = (LambdaBlock) block.getChildren().get(1).getValue();
+        assertTrue(KnownLambdas.isPassThrough(relu), "Activation::relu runs on 16-bit input");
+        assertFalse(KnownLambdas.isPassThrough(input), "the input lambda reads a type: fp32");
     }
 
     @Test
