@@ -72,9 +72,18 @@ final class LambdaProbe {
                 || (destination != Use.LAMBDA_BLOCK && destination != Use.SINGLETON)) {
             return candidates;
         }
+        Class<?> capturing = LambdaSites.capturingClass(function.getClass());
+        if (capturing == null) {
+            return candidates;
+        }
+        String capturingName = Type.getInternalName(capturing);
         ClassLoader loader = function.getClass().getClassLoader();
         for (Site site : candidates) {
-            if (!stopsBeforeAnythingElse(site.implementation(), loader)) {
+            String owner = site.implementation().getOwner();
+            // calling a method of a class not yet initialized would run its static initializer:
+            // the capturing class ran the code that made the lambda, DJL's initializers are its own
+            if (!(owner.equals(capturingName) || owner.startsWith("ai/djl/"))
+                    || !stopsBeforeAnythingElse(site.implementation(), loader)) {
                 return candidates;
             }
         }

@@ -176,6 +176,29 @@ class SafeLambdaBodiesTest {
         }
     }
 
+    static final class InitCounter {
+        static int initialized;
+    }
+
+    /** A class whose static initializer has an effect: the probe must not be what runs it. */
+    static final class SoftmaxHolder {
+        static {
+            InitCounter.initialized++;
+        }
+
+        static NDArray softmax(NDArray x) {
+            return x.softmax(1);
+        }
+    }
+
+    static final class SqueezeBesideAnotherClassesMethod {
+        static SequentialBlock block() {
+            return new SequentialBlock()
+                    .addSingleton(nd -> nd.squeeze(new int[] {2, 3}))
+                    .addSingleton(SoftmaxHolder::softmax);
+        }
+    }
+
     static final class PrintingLambda {
         static LambdaBlock block() {
             return new LambdaBlock(
@@ -240,6 +263,16 @@ class SafeLambdaBodiesTest {
         assertFalse(KnownLambdas.isPassThrough(squeeze), "not told apart: both stay fp32");
         assertFalse(KnownLambdas.isPassThrough(counting));
         assertEquals(0, CountingBesideSqueeze.calls, "neither lambda ran");
+    }
+
+    @Test
+    void aMethodOfAnotherClassIsNeverCalledToTellItApart() {
+        SequentialBlock block = SqueezeBesideAnotherClassesMethod.block();
+        LambdaBlock squeeze = (LambdaBlock) block.getChildren().get(0).getValue();
+        LambdaBlock softmax = (LambdaBlock) block.getChildren().get(1).getValue();
+        assertFalse(KnownLambdas.isPassThrough(squeeze), "not told apart: both stay fp32");
+        assertFalse(KnownLambdas.isPassThrough(softmax));
+        assertEquals(0, InitCounter.initialized, "SoftmaxHolder's initializer did not run");
     }
 
     @Test
