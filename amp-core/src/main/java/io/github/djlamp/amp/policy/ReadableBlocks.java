@@ -5,6 +5,7 @@ import ai.djl.nn.Block;
 import ai.djl.nn.SequentialBlock;
 import ai.djl.util.Pair;
 import java.lang.reflect.Field;
+import java.lang.reflect.InaccessibleObjectException;
 import java.lang.reflect.Method;
 import java.lang.reflect.Modifier;
 import java.util.Collections;
@@ -103,9 +104,9 @@ final class ReadableBlocks {
                     }
                 }
             }
-            String field = strayBlockField(block, c, children, childFields, viewFields);
-            if (field != null) {
-                return "its field " + field + " holds a block that is not one of its children";
+            String stray = strayBlockField(block, c, children, childFields, viewFields);
+            if (stray != null) {
+                return stray;
             }
         }
         if (declaring == null) {
@@ -128,8 +129,8 @@ final class ReadableBlocks {
 
     /**
      * Adds the fields of {@code c} that hold a block to {@code childFields}, and those that hold a
-     * view of the block's children to {@code viewFields}; returns the name of one that holds any
-     * other block, or cannot be read, else null.
+     * view of the block's children to {@code viewFields}; returns why not when one holds any other
+     * block or cannot be read, else null.
      */
     private static String strayBlockField(
             Block block,
@@ -145,8 +146,10 @@ final class ReadableBlocks {
             try {
                 f.setAccessible(true);
                 value = f.get(block);
+            } catch (InaccessibleObjectException e) {
+                return notOpen(c);
             } catch (ReflectiveOperationException | RuntimeException e) {
-                return f.getName();
+                return "its field " + f.getName() + " cannot be read (" + e + ")";
             }
             boolean finalNull =
                     value == null
@@ -157,7 +160,9 @@ final class ReadableBlocks {
                 // a final field left null (d2l's optional 1x1 projection) reaches no block
                 if (value != null && !children.contains(value)) {
                     if (!isViewOf(value, children)) {
-                        return f.getName();
+                        return "its field "
+                                + f.getName()
+                                + " holds a block that is not one of its children";
                     }
                     viewFields.add(name);
                     continue;
@@ -166,6 +171,24 @@ final class ReadableBlocks {
             }
         }
         return null;
+    }
+
+    /**
+     * Why a block of a named module's package that is not open to djl-amp cannot be read: its
+     * fields, which say what its forward reaches, are closed to reflection.
+     */
+    private static String notOpen(Class<?> c) {
+        String pkg = c.getPackageName();
+        String module = c.getModule().getName();
+        return "its package "
+                + pkg
+                + " is not open to djl-amp: add 'opens "
+                + pkg
+                + " to "
+                + ReadableBlocks.class.getModule().getName()
+                + ";' to module "
+                + module
+                + "'s module-info.java";
     }
 
     /**
