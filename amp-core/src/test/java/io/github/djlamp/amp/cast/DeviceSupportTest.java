@@ -56,6 +56,18 @@ class DeviceSupportTest {
     }
 
     @Test
+    void aSlowDeviceIsWarnedAboutOncePerPrecisionForTheProcess() {
+        // a device no other test uses: the warnings are the process's
+        DeviceCapabilities slow =
+                new DeviceCapabilities(
+                        Device.gpu(7), true, false, true, false, Precision.FP32, "emulated");
+        assertTrue(DeviceSupport.check(PrecisionPolicy.mixedFloat16(), slow), "the first trainer");
+        assertFalse(DeviceSupport.check(PrecisionPolicy.mixedFloat16(), slow), "the next trial");
+        assertTrue(DeviceSupport.check(PrecisionPolicy.mixedBfloat16(), slow), "bf16 is new");
+        assertFalse(DeviceSupport.check(PrecisionPolicy.float32(), slow), "fp32 is fast");
+    }
+
+    @Test
     void supportedButSlowOnlyWarns() {
         DeviceCapabilities cpu =
                 new DeviceCapabilities(Device.cpu(), false, true, Precision.BF16, "avx512_bf16");
