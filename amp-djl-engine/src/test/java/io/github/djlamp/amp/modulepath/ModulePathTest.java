@@ -1,6 +1,5 @@
 package io.github.djlamp.amp.modulepath;
 
-import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import ai.djl.engine.Engine;
@@ -9,15 +8,11 @@ import com.sun.jna.Native;
 import io.github.djlamp.amp.Amp;
 import io.github.djlamp.amp.pytorch.PtAmpBackend;
 import java.io.File;
-import java.net.URISyntaxException;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Set;
-import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.objectweb.asm.ClassReader;
 import org.objectweb.asm.tree.ClassNode;
@@ -48,7 +43,7 @@ class ModulePathTest {
                         ClassReader.class,
                         ClassNode.class,
                         Analyzer.class)) {
-            modules.add(location(type));
+            modules.add(ModulePathJvm.location(type));
         }
         List<String> classPath = new ArrayList<>();
         for (String entry : System.getProperty("java.class.path").split(File.pathSeparator)) {
@@ -68,7 +63,7 @@ class ModulePathTest {
         command.add(String.join(File.pathSeparator, classPath));
         command.add(ModulePathProgram.class.getName());
 
-        String output = run(command);
+        String output = ModulePathJvm.run(command);
 
         assertTrue(output.contains("amp-core module: " + ModulePathProgram.CORE), output);
         assertTrue(
@@ -100,36 +95,11 @@ class ModulePathTest {
         assertTrue(output.contains("Activation::relu: PASS_THROUGH"), output);
     }
 
-    private static Path location(Class<?> type) throws URISyntaxException {
-        return Path.of(type.getProtectionDomain().getCodeSource().getLocation().toURI())
-                .toAbsolutePath();
-    }
-
     private static String join(Set<Path> paths) {
         List<String> names = new ArrayList<>();
         for (Path path : paths) {
             names.add(path.toString());
         }
         return String.join(File.pathSeparator, names);
-    }
-
-    private static String run(List<String> command) throws Exception {
-        File log = File.createTempFile("module-path", ".log");
-        try {
-            Process process =
-                    new ProcessBuilder(command)
-                            .redirectErrorStream(true)
-                            .redirectOutput(log)
-                            .start();
-            if (!process.waitFor(5, TimeUnit.MINUTES)) {
-                process.destroyForcibly();
-                throw new AssertionError("the module-path JVM timed out");
-            }
-            String output = Files.readString(log.toPath(), StandardCharsets.UTF_8);
-            assertEquals(0, process.exitValue(), output);
-            return output;
-        } finally {
-            Files.deleteIfExists(log.toPath());
-        }
     }
 }

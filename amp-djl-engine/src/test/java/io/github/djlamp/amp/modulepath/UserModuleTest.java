@@ -1,6 +1,5 @@
 package io.github.djlamp.amp.modulepath;
 
-import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import ai.djl.engine.Engine;
@@ -15,7 +14,6 @@ import java.util.ArrayList;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Set;
-import java.util.concurrent.TimeUnit;
 import javax.tools.JavaCompiler;
 import javax.tools.ToolProvider;
 import org.junit.jupiter.api.Test;
@@ -147,7 +145,7 @@ class UserModuleTest {
         command.add(classPathBesides(modulePath));
         command.add("-m");
         command.add(MODULE + "/user.model.Main");
-        return run(command);
+        return ModulePathJvm.run(command);
     }
 
     /** djl-amp's core, DJL's api, ASM and slf4j: what the user's module and djl-amp require. */
@@ -161,10 +159,7 @@ class UserModuleTest {
                         ClassReader.class,
                         ClassNode.class,
                         Analyzer.class)) {
-            modules.add(
-                    Path.of(type.getProtectionDomain().getCodeSource().getLocation().toURI())
-                            .toAbsolutePath()
-                            .toString());
+            modules.add(ModulePathJvm.location(type).toString());
         }
         return String.join(File.pathSeparator, modules);
     }
@@ -178,25 +173,5 @@ class UserModuleTest {
             }
         }
         return String.join(File.pathSeparator, rest);
-    }
-
-    private static String run(List<String> command) throws Exception {
-        File log = File.createTempFile("user-module", ".log");
-        try {
-            Process process =
-                    new ProcessBuilder(command)
-                            .redirectErrorStream(true)
-                            .redirectOutput(log)
-                            .start();
-            if (!process.waitFor(2, TimeUnit.MINUTES)) {
-                process.destroyForcibly();
-                throw new AssertionError("the user module's JVM timed out");
-            }
-            String output = Files.readString(log.toPath(), StandardCharsets.UTF_8);
-            assertEquals(0, process.exitValue(), output);
-            return output;
-        } finally {
-            Files.deleteIfExists(log.toPath());
-        }
     }
 }
