@@ -32,8 +32,8 @@ import org.objectweb.asm.tree.TypeInsnNode;
  * <p>The probe runs only what every candidate may run before it touches its argument, read from its
  * class file: local variables, constants, arithmetic, arrays it makes itself, {@code NDList}'s
  * accessors, and then a call of an {@code NDArray} method, which the probe answers by stopping. A
- * candidate that may do anything else first (write a field, call other code, branch, catch) is
- * never run, and all candidates stay, as without the probe.
+ * candidate that may do anything else first (write a field, call other code, branch, catch, take a
+ * lock) is never run, and all candidates stay, as without the probe.
  */
 final class LambdaProbe {
 
@@ -154,7 +154,9 @@ final class LambdaProbe {
             return false;
         }
         MethodNode method = method(handle, loader);
-        if (method == null || !method.tryCatchBlocks.isEmpty()) {
+        if (method == null
+                || !method.tryCatchBlocks.isEmpty()
+                || (method.access & Opcodes.ACC_SYNCHRONIZED) != 0) {
             return false;
         }
         // copies of an array the method just made, on the stack: javac fills an array it makes
