@@ -3,6 +3,7 @@ package io.github.djlamp.amp.policy;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.AbstractBlock;
@@ -31,6 +32,23 @@ class ReadableBlocksTest {
         protected NDList forwardInternal(
                 ParameterStore store, NDList inputs, boolean training, PairList<String, Object> p) {
             return new NDList(inner.forward(store, inputs, training).head().softmax(1));
+        }
+
+        @Override
+        public Shape[] getOutputShapes(Shape[] inputs) {
+            return inputs;
+        }
+    }
+
+    /** A hand-written product after its child: a 16-bit matMul the kernel check would not see. */
+    static final class ProductAfterChild extends AbstractBlock {
+        final Block inner = addChildBlock("inner", Linear.builder().setUnits(2).build());
+
+        @Override
+        protected NDList forwardInternal(
+                ParameterStore store, NDList inputs, boolean training, PairList<String, Object> p) {
+            NDArray h = inner.forward(store, inputs, training).head();
+            return new NDList(h.matMul(h.transpose()));
         }
 
         @Override
@@ -176,7 +194,12 @@ class ReadableBlocksTest {
     @Test
     void aBlockWhoseCodeMayNotSee16BitArraysStaysFp32() {
         for (Block block :
-                new Block[] {new SoftmaxAfterChild(), new HiddenBlock(), new OwnForward()}) {
+                new Block[] {
+                    new SoftmaxAfterChild(),
+                    new HiddenBlock(),
+                    new OwnForward(),
+                    new ProductAfterChild()
+                }) {
             assertEquals(
                     CastCategory.FP32,
                     DefaultCastRules.categoryOf(block),

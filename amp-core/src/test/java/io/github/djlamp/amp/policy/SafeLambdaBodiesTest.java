@@ -199,6 +199,13 @@ class SafeLambdaBodiesTest {
         }
     }
 
+    /** A product in a user's code: djl-amp's kernel check would not see it in 16 bits. */
+    static final class GramLambda {
+        static LambdaBlock block() {
+            return new LambdaBlock(x -> new NDList(x.head().matMul(x.head().transpose())));
+        }
+    }
+
     static final class PrintingLambda {
         static LambdaBlock block() {
             return new LambdaBlock(
@@ -283,6 +290,9 @@ class SafeLambdaBodiesTest {
         Block squeezing = SqueezingSingleton.block().getChildren().get(0).getValue();
         assertTrue(KnownLambdas.isPassThrough((LambdaBlock) squeezing), "squeeze(int[])");
         assertFalse(KnownLambdas.isPassThrough(TypeReadingLambda.block()));
+        assertFalse(
+                KnownLambdas.isPassThrough(GramLambda.block()),
+                "a product the kernel check would not see stays fp32");
         assertFalse(KnownLambdas.isPassThrough(PrintingLambda.block()), "printing calls toString");
     }
 }

@@ -43,7 +43,6 @@ public final class SafeMembersOnBf16Scenarios {
         s.put(A + "div" + binary, NDArray::div);
         s.put(A + "maximum" + binary, NDArray::maximum);
         s.put(A + "minimum" + binary, NDArray::minimum);
-        s.put(A + "matMul" + binary, (a, b) -> a.matMul(b.transpose()));
         s.put(A + "neg()" + ARRAY, (a, b) -> a.neg());
         s.put(A + "abs()" + ARRAY, (a, b) -> a.abs());
         s.put(A + "reshape([J)" + ARRAY, (a, b) -> a.reshape(3, -1));
