@@ -79,6 +79,9 @@ final class LambdaProbe {
         String capturingName = Type.getInternalName(capturing);
         ClassLoader loader = function.getClass().getClassLoader();
         for (Site site : candidates) {
+            if (capturesArrays(site)) {
+                return candidates; // its first NDArray call could be on a real array of its own
+            }
             String owner = site.implementation().getOwner();
             // calling a method of a class not yet initialized would run its static initializer:
             // the capturing class ran the code that made the lambda, DJL's initializers are its own
@@ -101,6 +104,17 @@ final class LambdaProbe {
             }
         }
         return made.isEmpty() ? candidates : made;
+    }
+
+    /** Whether a site captures an array or a list of them: values the probe cannot stand for. */
+    private static boolean capturesArrays(Site site) {
+        for (String captured : site.captured()) {
+            String element = captured.replace("[", "");
+            if (element.equals("L" + NDARRAY + ";") || element.equals("L" + NDLIST + ";")) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /** Owner, name and descriptor of the method that called the probe from {@code function}. */

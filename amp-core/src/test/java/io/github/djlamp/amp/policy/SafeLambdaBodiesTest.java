@@ -176,6 +176,34 @@ class SafeLambdaBodiesTest {
         }
     }
 
+    /** Counts the calls made on it: it stands for an array a lambda captured. */
+    static final class CountingArray {
+        static int calls;
+
+        static NDArray create() {
+            return (NDArray)
+                    java.lang.reflect.Proxy.newProxyInstance(
+                            NDArray.class.getClassLoader(),
+                            new Class<?>[] {NDArray.class},
+                            (proxy, method, args) -> {
+                                calls++;
+                                return proxy;
+                            });
+        }
+    }
+
+    /**
+     * Two lambdas capturing an array each: the second's first call is on that array, not on its
+     * input.
+     */
+    static final class AddBesideCapturedArray {
+        static SequentialBlock block(NDArray captured) {
+            return new SequentialBlock()
+                    .addSingleton(nd -> nd.add(captured))
+                    .addSingleton(nd -> captured.softmax(1));
+        }
+    }
+
     static final class InitCounter {
         static int initialized;
     }
@@ -280,6 +308,16 @@ class SafeLambdaBodiesTest {
         assertFalse(KnownLambdas.isPassThrough(squeeze), "not told apart: both stay fp32");
         assertFalse(KnownLambdas.isPassThrough(softmax));
         assertEquals(0, InitCounter.initialized, "SoftmaxHolder's initializer did not run");
+    }
+
+    @Test
+    void aLambdaThatCapturesAnArrayIsNeverRunToTellItApart() {
+        SequentialBlock block = AddBesideCapturedArray.block(CountingArray.create());
+        LambdaBlock add = (LambdaBlock) block.getChildren().get(0).getValue();
+        LambdaBlock captured = (LambdaBlock) block.getChildren().get(1).getValue();
+        assertFalse(KnownLambdas.isPassThrough(captured));
+        assertFalse(KnownLambdas.isPassThrough(add), "not told apart: both stay fp32");
+        assertEquals(0, CountingArray.calls, "the captured array was never called");
     }
 
     @Test
