@@ -10,6 +10,12 @@ class GlibcHeapTest {
 
     private static final long SIZE = 64L << 20;
 
+    /**
+     * The counter is the process's: the JVM's own threads (JIT, GC) malloc and free beside the
+     * test, by a few hundred KiB (CI once saw 228 KiB freed less than the block).
+     */
+    private static final long OTHER_THREADS = 4L << 20;
+
     @Test
     void countsAMallocUntilItIsFreed() {
         assertTrue(GlibcHeap.available(), "this machine's glibc has mallinfo2");
@@ -20,7 +26,7 @@ class GlibcHeapTest {
             held = GlibcHeap.inUseBytes();
         }
         long after = GlibcHeap.inUseBytes();
-        assertTrue(held - before >= SIZE, "before " + before + ", held " + held);
-        assertTrue(held - after >= SIZE, "held " + held + ", after " + after);
+        assertTrue(held - before >= SIZE - OTHER_THREADS, "before " + before + ", held " + held);
+        assertTrue(held - after >= SIZE - OTHER_THREADS, "held " + held + ", after " + after);
     }
 }
