@@ -133,8 +133,8 @@ final class LambdaProbe {
             ((Function<Object, Object>) function).apply(argument);
         } catch (Reached reached) {
             return reached.implementation;
-        } catch (RuntimeException | LinkageError e) {
-            return null;
+        } catch (Exception | LinkageError e) {
+            return null; // a checked exception thrown past the compiler, too
         }
         return null;
     }
