@@ -30,10 +30,13 @@ import org.objectweb.asm.tree.TypeInsnNode;
  * method on the stack right above the caller is the site's implementation.
  *
  * <p>The probe runs only what every candidate may run before it touches its argument, read from its
- * class file: local variables, constants, arithmetic, arrays it makes itself, {@code NDList}'s
- * accessors, and then a call of an {@code NDArray} method, which the probe answers by stopping. A
- * candidate that may do anything else first (write a field, call other code, branch, catch, take a
- * lock) is never run, and all candidates stay, as without the probe.
+ * class file: local variables, constants, DJL's data types, arithmetic, arrays it makes itself, new
+ * lists and {@code NDList}'s reads, and then a call of an {@code NDArray} method, which the probe
+ * answers by stopping. A candidate is never run, and all candidates stay, as without the probe,
+ * when it may do anything else first (write a field, call other code, branch, catch, take a lock),
+ * when it captures an array or a list of them (its first call could be on one), or when its method
+ * is in a class other than the one that wrote the lambda or DJL's (calling it could run that
+ * class's static initializer).
  */
 final class LambdaProbe {
 
