@@ -48,6 +48,18 @@ public final class ForkedJvm {
         command.add(System.getProperty("java.class.path"));
         command.add(mainClass.getName());
         command.addAll(List.of(args));
+        return run(command);
+    }
+
+    /**
+     * Runs a command line, a JVM's, and waits up to five minutes for it.
+     *
+     * @param command the program and its arguments
+     * @return what it did
+     * @throws IOException if it cannot be started or its output read
+     * @throws InterruptedException if interrupted while waiting
+     */
+    public static Result run(List<String> command) throws IOException, InterruptedException {
         File log = File.createTempFile("forked-jvm", ".log");
         try {
             Process process =
@@ -57,7 +69,7 @@ public final class ForkedJvm {
                             .start();
             if (!process.waitFor(5, TimeUnit.MINUTES)) {
                 process.destroyForcibly();
-                throw new AssertionError("forked JVM timed out: " + mainClass.getName());
+                throw new AssertionError("forked JVM timed out: " + String.join(" ", command));
             }
             String output = Files.readString(log.toPath(), StandardCharsets.UTF_8);
             return new Result(process.exitValue(), output);
