@@ -73,9 +73,6 @@ public final class ArithmeticShare {
      * 2.4 at batch 8).
      */
     private static boolean holdsConvolution(Block block) {
-        if (block instanceof Convolution) {
-            return true;
-        }
         for (Pair<String, Parameter> p : block.getParameters()) {
             Parameter parameter = p.getValue();
             if (parameter.isInitialized() && parameter.getArray().getShape().dimension() >= 3) {

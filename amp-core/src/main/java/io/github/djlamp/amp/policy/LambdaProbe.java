@@ -14,7 +14,6 @@ import org.objectweb.asm.Handle;
 import org.objectweb.asm.Opcodes;
 import org.objectweb.asm.Type;
 import org.objectweb.asm.tree.AbstractInsnNode;
-import org.objectweb.asm.tree.ClassNode;
 import org.objectweb.asm.tree.FieldInsnNode;
 import org.objectweb.asm.tree.IntInsnNode;
 import org.objectweb.asm.tree.LdcInsnNode;
@@ -233,19 +232,10 @@ final class LambdaProbe {
     private static MethodNode method(Handle handle, ClassLoader loader) {
         try {
             Class<?> owner = Class.forName(handle.getOwner().replace('/', '.'), false, loader);
-            ClassNode node = LambdaSites.classNode(owner);
-            if (node == null) {
-                return null;
-            }
-            for (MethodNode method : node.methods) {
-                if (method.name.equals(handle.getName()) && method.desc.equals(handle.getDesc())) {
-                    return method;
-                }
-            }
+            return SafeLambdaBodies.methodsOf(owner).get(handle.getName() + handle.getDesc());
         } catch (ClassNotFoundException | LinkageError e) {
             return null;
         }
-        return null;
     }
 
     private static boolean isConstant(AbstractInsnNode insn) {

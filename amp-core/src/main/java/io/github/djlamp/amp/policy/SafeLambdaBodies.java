@@ -230,6 +230,14 @@ final class SafeLambdaBodies {
     private SafeLambdaBodies() {}
 
     /**
+     * The methods of {@code type}'s class file by "name(descriptor)", read once; empty when it
+     * cannot be read.
+     */
+    static Map<String, MethodNode> methodsOf(Class<?> type) {
+        return METHODS.get(type);
+    }
+
+    /**
      * Returns whether the lambda site's body, a method of {@code capturing}, is safe on bf16
      * arrays.
      *
