@@ -15,6 +15,12 @@
 #                                DJL fp32, djl-amp bf16, lean fp32 and PyTorch fp32 / bf16 autocast,
 #                                and step times (STEPS, default 2); writes
 #                                bench/train/target/RESULTS-transformer.md (RESULTS.md is not touched)
+#   bench/train/run.sh --d2l      issue 29's d2l-style network (d2l-cnn: VGG blocks with BatchNorm,
+#                                every ReLU written .add(Activation::relu)), batch 64: step times of
+#                                DJL fp32, djl-amp bf16 (per-parameter and fused update) and djl-amp
+#                                bf16 with every LambdaBlock forced to fp32 (the islands those ReLUs
+#                                were before djl-amp read them); STEPS (default 20), THREADS (default
+#                                nproc); writes bench/train/target/results-d2l/ (RESULTS.md is not touched)
 #   bench/train/run.sh --memory   one memory instrument on both sides (issue 31): glibc's in-use bytes
 #                                at forward start, backward start, the peak and after the step, the
 #                                first and a steady step apart, plus each process's peak (VmHWM), one
@@ -35,13 +41,15 @@ quick=false
 checkpointing=false
 transformer=false
 memory=false
+d2l=false
 for arg in "$@"; do
     case "$arg" in
         --quick) quick=true ;;
         --checkpointing) checkpointing=true ;;
         --transformer) transformer=true ;;
         --memory) memory=true ;;
-        *) echo "unknown argument: $arg (use --quick, --checkpointing, --transformer, --memory or nothing)" >&2; exit 2 ;;
+        --d2l) d2l=true ;;
+        *) echo "unknown argument: $arg (use --quick, --checkpointing, --transformer, --d2l, --memory or nothing)" >&2; exit 2 ;;
     esac
 done
 
@@ -125,6 +133,19 @@ if $transformer; then
     tb throughput --network transformer-256 --batch 16 --warmup 1 --steps "$steps" \
         --variants djl-fp32,djl-amp-bf16 --out "$out/throughput-transformer-256-djl.json"
     write_memory_results bench/train/target/RESULTS-transformer.md "THREADS=$threads, STEPS=$steps"
+    exit 0
+fi
+if $d2l; then
+    steps="${STEPS:-20}"
+    prepare_part bench/train/target/results-d2l
+    echo "== d2l-cnn step time, $threads threads, from $started on $revision, load $load_start"
+    java -Dai.djl.offline=true -Dai.djl.pytorch.num_threads="$threads" \
+        -Dorg.slf4j.simpleLogger.defaultLogLevel=warn \
+        -cp "$classpath" io.github.djlamp.bench.train.TrainBench throughput --network d2l-cnn \
+        --batch 64 --warmup 3 --steps "$steps" \
+        --variants djl-fp32,djl-amp-bf16,djl-amp-bf16-fused,djl-amp-bf16-lambdas-fp32 \
+        --out "$out/throughput-d2l-cnn.json"
+    echo "load at the end $(cut -d' ' -f1-3 /proc/loadavg)"
     exit 0
 fi
 if $checkpointing; then

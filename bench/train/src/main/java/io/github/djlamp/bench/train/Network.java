@@ -14,7 +14,7 @@ import java.util.Locale;
 
 /**
  * The networks benchmarked, each with 10 classes: DJL's model-zoo ResNetV1 on 32x32 (or 224x224)
- * images, and a stack of DJL's transformer encoder blocks on random sequences.
+ * images, a stack of DJL's transformer encoder blocks on random sequences, and a d2l-style CNN.
  */
 public enum Network {
     /** ResNetV1 with 18 layers on 1x32x32 images. */
@@ -35,7 +35,12 @@ public enum Network {
      * 1024, GELU, dropout 0) straight on sequences of 128 steps of 256 features, a flatten and a
      * Linear classifier (9.4% of the parameters); trained with DJL's Adam (its defaults).
      */
-    TRANSFORMER_256("transformer-256", 4, new Shape(128, 256));
+    TRANSFORMER_256("transformer-256", 4, new Shape(128, 256)),
+    /**
+     * Issue 29's d2l-style network ({@link D2lCnn}: VGG blocks with BatchNorm, every ReLU written
+     * {@code .add(Activation::relu)}) on 1x32x32 images.
+     */
+    D2L_CNN("d2l-cnn", 6, new Shape(1, 32, 32));
 
     /** The number of classes of every network. */
     public static final int CLASSES = 10;
@@ -69,6 +74,14 @@ public enum Network {
      * @return the description
      */
     public String describe() {
+        if (this == D2L_CNN) {
+            return "d2l-style CNN (VGG blocks with BatchNorm, Activation::relu), "
+                    + imageShape.get(0)
+                    + "x"
+                    + imageShape.get(1)
+                    + "x"
+                    + imageShape.get(2);
+        }
         if (isTransformer()) {
             return "Transformer encoder, "
                     + layers
@@ -100,6 +113,9 @@ public enum Network {
      * @return the network
      */
     public Block build() {
+        if (this == D2L_CNN) {
+            return D2lCnn.build(CLASSES);
+        }
         if (isTransformer()) {
             SequentialBlock net = new SequentialBlock();
             if (this == TRANSFORMER) {
@@ -171,7 +187,7 @@ public enum Network {
         throw new IllegalArgumentException(
                 "Unknown network '"
                         + key
-                        + "'; use resnet18, resnet50, resnet50-224, transformer or"
-                        + " transformer-256");
+                        + "'; use resnet18, resnet50, resnet50-224, transformer,"
+                        + " transformer-256 or d2l-cnn");
     }
 }

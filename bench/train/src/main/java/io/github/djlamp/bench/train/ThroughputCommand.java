@@ -149,9 +149,15 @@ final class ThroughputCommand implements Callable<Integer> {
                     // the share of the FLOPs of the layers that ran that djl-amp computed in 16
                     // bits
                     v.addProperty("lowPrecisionShare", share.getLowShare());
+                    List<String> islands = rigs.get(k).fp32Islands();
+                    JsonArray islandsJson = new JsonArray();
+                    islands.forEach(islandsJson::add);
+                    v.add("fp32Islands", islandsJson);
                     System.out.printf(
-                            "%-22s %.1f%% of the arithmetic in 16 bits%n",
-                            rigs.get(k).getVariant().key(), 100 * share.getLowShare());
+                            "%-22s %.1f%% of the arithmetic in 16 bits, %d fp32 islands%n",
+                            rigs.get(k).getVariant().key(),
+                            100 * share.getLowShare(),
+                            islands.size());
                 }
                 variantsJson.add(v);
                 Samples s = new Samples(ms[k]);

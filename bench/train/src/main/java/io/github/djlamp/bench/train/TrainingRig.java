@@ -17,6 +17,7 @@ import ai.djl.util.Pair;
 import io.github.djlamp.amp.cast.ArithmeticShare;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
 import io.github.djlamp.amp.cast.internal.CheckpointControl;
+import java.util.List;
 
 /**
  * One network trained one way: a model, its trainer, and a step on fresh random data, exactly as
@@ -147,6 +148,19 @@ public final class TrainingRig implements AutoCloseable {
     public ArithmeticShare arithmeticShare() {
         if (model.getBlock() instanceof MixedPrecisionBlock block) {
             return block.getArithmeticShare(getDevice());
+        }
+        return null;
+    }
+
+    /**
+     * Returns the units with no parameters (lambdas, joins) that run in fp32 between two 16-bit
+     * units, each a cast on either side, as djl-amp's first-forward WARN names them.
+     *
+     * @return the islands' paths, or null for a variant that does not wrap the block
+     */
+    public List<String> fp32Islands() {
+        if (model.getBlock() instanceof MixedPrecisionBlock block) {
+            return block.getPrecisionSummary(getDevice(), model.getNDManager()).getFp32Islands();
         }
         return null;
     }

@@ -1,11 +1,13 @@
 package io.github.djlamp.bench.train;
 
 import ai.djl.nn.Block;
+import ai.djl.nn.LambdaBlock;
 import ai.djl.training.TrainingConfig;
 import io.github.djlamp.amp.Amp;
 import io.github.djlamp.amp.AmpOptions;
 import io.github.djlamp.amp.FusedOptimizer;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
+import io.github.djlamp.amp.policy.CastCategory;
 import io.github.djlamp.amp.policy.Checkpointing;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
 import io.github.djlamp.amp.scale.LossScaling;
@@ -96,6 +98,22 @@ public enum Variant {
         @Override
         TrainingConfig configure(TrainingConfig config, Block wrapped) {
             return checkpointed(config, wrapped, Checkpointing.auto());
+        }
+    },
+    /**
+     * djl-amp bf16 with every {@code LambdaBlock} in fp32: what a network whose activations are
+     * lambdas cost before djl-amp read them ({@code .add(Activation::relu)} in d2l-java's style),
+     * each an fp32 island with a cast on either side.
+     */
+    AMP_BF16_LAMBDAS_FP32(
+            "djl-amp-bf16-lambdas-fp32", "djl-amp bf16, every LambdaBlock in fp32 (islands)") {
+        @Override
+        Block wrap(Block block) {
+            return new MixedPrecisionBlock(
+                    block,
+                    PrecisionPolicy.builder(PrecisionPolicy.mixedBfloat16())
+                            .overrideClass(LambdaBlock.class, CastCategory.FP32)
+                            .build());
         }
     },
     /** djl-amp, policy mixed_bfloat16, 16-bit activations in the layout DJL made them (NCHW). */
