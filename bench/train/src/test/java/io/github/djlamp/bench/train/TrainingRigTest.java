@@ -102,6 +102,24 @@ class TrainingRigTest {
     }
 
     @Test
+    void theD2lNetworkRunsItsReluReferencesIn16BitsAndTheForcedVariantDoesNot() {
+        // the d2l bench compares the network as djl-amp runs it (its .add(Activation::relu)s in
+        // bf16) with the islands of before: each variant must measure what its name says
+        try (TrainingRig rig = TrainingRig.create(Network.D2L_CNN, Variant.AMP_BF16, 2)) {
+            rig.step();
+            assertEquals(List.of(), rig.fp32Islands());
+            assertEquals(1.0, rig.arithmeticShare().getLowShare(), 1e-9);
+        }
+        try (TrainingRig rig =
+                TrainingRig.create(Network.D2L_CNN, Variant.AMP_BF16_LAMBDAS_FP32, 2)) {
+            rig.step();
+            assertTrue(
+                    rig.fp32Islands().contains("01SequentialBlock/03LambdaBlock"),
+                    String.valueOf(rig.fp32Islands()));
+        }
+    }
+
+    @Test
     void checkpointingVariantsRecomputeEveryStageOrSqrtGroups() {
         int stages = Network.RESNET18.build().getChildren().size();
         int perAuto = (int) Math.round(Math.sqrt(stages));
