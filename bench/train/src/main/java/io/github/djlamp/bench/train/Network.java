@@ -75,12 +75,7 @@ public enum Network {
      */
     public String describe() {
         if (this == D2L_CNN) {
-            return "d2l-style CNN (VGG blocks with BatchNorm, Activation::relu), "
-                    + imageShape.get(0)
-                    + "x"
-                    + imageShape.get(1)
-                    + "x"
-                    + imageShape.get(2);
+            return "d2l-style CNN (VGG blocks with BatchNorm, Activation::relu), " + shapeText();
         }
         if (isTransformer()) {
             return "Transformer encoder, "
@@ -97,14 +92,12 @@ public enum Network {
                     + imageShape.get(1)
                     + (this == TRANSFORMER_256 ? ", Adam" : "");
         }
-        return "ResNetV1-"
-                + layers
-                + ", "
-                + imageShape.get(0)
-                + "x"
-                + imageShape.get(1)
-                + "x"
-                + imageShape.get(2);
+        return "ResNetV1-" + layers + ", " + shapeText();
+    }
+
+    /** The image shape as written in the descriptions, e.g. {@code 1x32x32}. */
+    private String shapeText() {
+        return imageShape.get(0) + "x" + imageShape.get(1) + "x" + imageShape.get(2);
     }
 
     /**
