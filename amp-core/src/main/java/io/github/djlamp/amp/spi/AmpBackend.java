@@ -360,6 +360,25 @@ public interface AmpBackend {
     }
 
     /**
+     * Returns why the engine's autocast would not compute {@code block} on {@code device} in {@code
+     * precision} as the policy asks, or null when it would. A block {@link #supportsEngineAutocast}
+     * accepts may still be computed by the engine's autocast in another precision on some devices
+     * (libtorch's CUDA autocast runs cuDNN's recurrent kernels in fp16 whatever precision it was
+     * given); djl-amp then runs the block in fp32 and says why, instead of reporting a precision
+     * that was not used.
+     *
+     * <p>The default is null: the engine computes what it is asked.
+     *
+     * @param block a block {@link #supportsEngineAutocast} accepts
+     * @param device the device the forward computes on
+     * @param precision FP16 or BF16, the policy's compute precision
+     * @return the reason, naming what the user can do, or null
+     */
+    default String engineAutocastRefusal(Block block, Device device, Precision precision) {
+        return null;
+    }
+
+    /**
      * Runs {@code forward} with the engine's own autocast on for {@code device} in {@code
      * precision}, as PyTorch's {@code torch.autocast} does: each operation inside chooses its
      * precision (matrix products and convolutions in 16 bits, reductions and normalizations in

@@ -461,6 +461,28 @@ public final class PtAmpBackend implements AmpBackend {
         return engineCode && LibtorchAutocast.isAvailable();
     }
 
+    /**
+     * {@inheritDoc}
+     *
+     * <p>On a GPU, libtorch's autocast casts the operands of cuDNN's recurrent kernel to fp16
+     * whatever the autocast precision (ATen's {@code cudnn/AutocastRNN.cpp}), so DJL's {@code LSTM}
+     * and {@code RNN} under a bfloat16 policy would compute in fp16 with no loss scaling to keep
+     * their gradients from underflowing: refused. Under a float16 policy they compute in fp16 with
+     * the policy's loss scaling, as PyTorch's autocast does.
+     */
+    @Override
+    public String engineAutocastRefusal(Block block, Device device, Precision precision) {
+        Class<?> type = block.getClass();
+        boolean recurrent = type == LSTM.class || type == RNN.class;
+        if (recurrent && device.isGpu() && precision == Precision.BF16) {
+            return "libtorch's CUDA autocast runs cuDNN's recurrent kernels in fp16 whatever the"
+                    + " autocast precision, and a bfloat16 policy has no loss scaling to keep fp16"
+                    + " gradients from underflowing; the policy mixed_float16 computes it in 16 bits"
+                    + " with loss scaling";
+        }
+        return null;
+    }
+
     /** {@inheritDoc} */
     @Override
     public <T> T withEngineAutocast(Device device, Precision precision, Supplier<T> forward) {

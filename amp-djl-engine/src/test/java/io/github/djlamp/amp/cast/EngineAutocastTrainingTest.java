@@ -8,7 +8,6 @@ import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import ai.djl.Device;
 import ai.djl.MalformedModelException;
 import ai.djl.Model;
 import ai.djl.engine.Engine;
@@ -438,7 +437,7 @@ class EngineAutocastTrainingTest {
             }
             nanos = System.nanoTime() - started;
             if (wrapped != null) {
-                stage = find(wrapped.shadowOn(Device.cpu(), data));
+                stage = find(wrapped.shadowOn(data.getDevice(), data));
             }
         }
         return new Run(losses, model, block, stage, nanos);

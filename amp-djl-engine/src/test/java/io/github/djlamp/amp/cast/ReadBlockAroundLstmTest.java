@@ -5,7 +5,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import ai.djl.Device;
 import ai.djl.engine.Engine;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
@@ -78,7 +77,7 @@ class ReadBlockAroundLstmTest {
 
             MixedPrecisionBlock wrapped = Amp.wrap(model, "mixed_bfloat16");
             float[] low = wrapped.forward(store, new NDList(x), true).head().toFloatArray();
-            AutocastStage stage = (AutocastStage) wrapped.shadowOn(Device.cpu(), manager);
+            AutocastStage stage = (AutocastStage) wrapped.shadowOn(manager.getDevice(), manager);
             assertNotNull(stage);
             System.out.println(
                     "user block around an LSTM: "

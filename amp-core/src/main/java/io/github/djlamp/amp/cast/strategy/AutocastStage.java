@@ -1,5 +1,6 @@
 package io.github.djlamp.amp.cast.strategy;
 
+import ai.djl.Device;
 import ai.djl.engine.EngineException;
 import ai.djl.ndarray.NDList;
 import ai.djl.nn.Block;
@@ -23,7 +24,9 @@ import org.slf4j.LoggerFactory;
  * <p>Where the engine cannot run the block under autocast on this machine (oneDNN has no bf16 LSTM
  * on a CPU without bf16 instructions), the first forward that fails is run again in fp32, and the
  * stage stays fp32 with a WARN that gives the engine's reason. An error of fp32 too is the block's
- * own and is thrown.
+ * own and is thrown. Where the engine's autocast would compute the block in another precision than
+ * the policy's ({@link AmpBackend#engineAutocastRefusal}: cuDNN's recurrent kernels in fp16 under a
+ * bfloat16 policy), the stage runs fp32 from the start, with a WARN that says why.
  */
 public final class AutocastStage extends ShadowBlock {
 
@@ -78,11 +81,24 @@ public final class AutocastStage extends ShadowBlock {
             StageStore casting, NDList inputs, boolean training, PairList<String, Object> params) {
         AmpBackend backend = casting.backend();
         Precision precision = casting.computePrecision();
+        Device device = inputs.head().getDevice();
+        String refusal = backend.engineAutocastRefusal(inner, device, precision);
+        if (refusal != null) {
+            fallback = refusal;
+            logger.warn(
+                    "djl-amp: {} ({}) computes in fp32 on {}: {}. Override it as fp32 in the"
+                            + " policy to silence this.",
+                    path.isEmpty() ? "the root block" : "'" + path + "'",
+                    inner.getClass().getName(),
+                    device,
+                    refusal);
+            return forwardFp32(casting, inputs, training, params);
+        }
         NDList computed;
         try {
             computed =
                     backend.withEngineAutocast(
-                            inputs.head().getDevice(),
+                            device,
                             precision,
                             // a list of its own: a forward may replace its inputs' entries
                             // (d2l-java's RNNModel does), and a refused one is run again
