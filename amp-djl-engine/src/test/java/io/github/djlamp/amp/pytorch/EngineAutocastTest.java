@@ -30,9 +30,10 @@ import io.github.djlamp.amp.spi.MemoryLayout;
 import org.junit.jupiter.api.Test;
 
 /**
- * libtorch's own autocast, switched on through the engine layer: operations inside compute in 16
- * bits, parameters stay fp32 and get fp32 gradients, and the thread's state is put back on every
- * way out.
+ * libtorch's own autocast on the CPU, switched on through the engine layer: operations inside
+ * compute in 16 bits, parameters stay fp32 and get fp32 gradients, and the thread's state is put
+ * back on every way out. Every array here is on the CPU, whatever DJL's default device, so the
+ * class tests CPU autocast on any machine; CUDA's autocast is covered by {@link CudaAutocastTest}.
  */
 class EngineAutocastTest {
 
@@ -40,7 +41,7 @@ class EngineAutocastTest {
 
     @Test
     void matrixProductsInsideComputeInBf16AndTheStateIsPutBack() {
-        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+        try (NDManager manager = NDManager.newBaseManager(Device.cpu(), "PyTorch")) {
             AmpBackend backend = AmpBackends.forManager(manager);
             LibtorchAutocast autocast = LibtorchAutocast.get();
             NDArray a = manager.ones(new Shape(4, 4));
@@ -136,7 +137,7 @@ class EngineAutocastTest {
     }
 
     private static Precision runUnderAutocast(Block block, Precision precision) {
-        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+        try (NDManager manager = NDManager.newBaseManager(Device.cpu(), "PyTorch")) {
             AmpBackend backend = AmpBackends.forManager(manager);
             Shape input = new Shape(3, 5, 6);
             block.initialize(manager, DataType.FLOAT32, input);

@@ -36,7 +36,7 @@ class FreedMemoryTest {
             return;
         }
         PtAmpBackend backend = new PtAmpBackend();
-        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+        try (NDManager manager = NDManager.newBaseManager(Device.cpu(), "PyTorch")) {
             long before = residentKib();
             // 256 MiB in 64 KiB arrays: below glibc's mmap threshold, so from its arenas
             try (NDManager scratch = manager.newSubManager()) {

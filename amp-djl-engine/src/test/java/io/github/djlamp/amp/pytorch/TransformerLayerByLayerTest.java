@@ -178,10 +178,11 @@ class TransformerLayerByLayerTest {
                 // (batch 4, 2 heads, 8 tokens, head size 8): both products multiply 8x8 matrices
                 Shape heads = new Shape(4, 2, 8, 8);
                 AmpBackend backend = AmpBackends.forManager(manager);
+                Device device = manager.getDevice();
                 WrongProductVerdicts.record(
-                        backend, "attention scores", heads, heads, Precision.BF16);
+                        backend, "attention scores", heads, heads, device, Precision.BF16);
                 WrongProductVerdicts.record(
-                        backend, "attention-weighted values", heads, heads, Precision.BF16);
+                        backend, "attention-weighted values", heads, heads, device, Precision.BF16);
                 MixedPrecisionBlock wrapped = bf16(model);
                 Run fellBack = train(wrapped, model, inputs, manager);
                 double fallback = gradientError(fp32, fellBack);
@@ -194,7 +195,7 @@ class TransformerLayerByLayerTest {
                         "products in fp32: " + fallback + ", in bf16: " + checked);
 
                 String unit = "01TransformerEncoderBlock/01selfAttention (attention products)";
-                PrecisionSummary summary = wrapped.getPrecisionSummary(Device.cpu(), manager);
+                PrecisionSummary summary = wrapped.getPrecisionSummary(device, manager);
                 PrecisionSummary.Row row =
                         summary.getRows().stream()
                                 .filter(r -> r.getPath().equals(unit))
@@ -202,7 +203,7 @@ class TransformerLayerByLayerTest {
                                 .orElseThrow();
                 assertEquals(CastCategory.FP32, row.getCategory(), summary.toString());
                 assertTrue(row.getReason().contains("FP32_FALLBACK"), row.getReason());
-                ArithmeticShare share = wrapped.getArithmeticShare(Device.cpu());
+                ArithmeticShare share = wrapped.getArithmeticShare(device);
                 for (ArithmeticShare.Unit counted : share.getUnits()) {
                     if (counted.getPath().endsWith("(attention products)")) {
                         assertEquals(Precision.FP32, counted.getPrecision(), counted.toString());
@@ -271,7 +272,7 @@ class TransformerLayerByLayerTest {
             System.out.printf("%s: gradients' relative error %.4f%n", policy, error);
             assertTrue(error < gradientTolerance, policy + ": relative gradient error " + error);
 
-            PrecisionSummary summary = wrapped.getPrecisionSummary(Device.cpu(), manager);
+            PrecisionSummary summary = wrapped.getPrecisionSummary(manager.getDevice(), manager);
             List<String> low16 = new ArrayList<>();
             for (PrecisionSummary.Row row : summary.getRows()) {
                 if (row.getCategory() == CastCategory.LOW) {
@@ -284,7 +285,7 @@ class TransformerLayerByLayerTest {
                     low16.contains(
                             "01TransformerEncoderBlock/01selfAttention (attention products)"),
                     summary.toString());
-            ArithmeticShare share = wrapped.getArithmeticShare(Device.cpu());
+            ArithmeticShare share = wrapped.getArithmeticShare(manager.getDevice());
             // projections, feed-forward layers, attention products and the head: every product
             assertEquals(1.0, share.getLowShare(), 1e-9, share.getUnits().toString());
             long products = 0;

@@ -22,18 +22,24 @@ public final class WrongProductVerdicts {
      * @param what the product, as the caller names it (for example "attention scores")
      * @param left the left operand's shape
      * @param right the right operand's shape
+     * @param device the device the product runs on
      * @param precision the 16-bit precision
      */
     public static void record(
-            AmpBackend backend, String what, Shape left, Shape right, Precision precision) {
+            AmpBackend backend,
+            String what,
+            Shape left,
+            Shape right,
+            Device device,
+            Precision precision) {
         String operation = KernelVerifier.productOperation(what, right);
         KernelVerdicts.computeIfAbsent(
-                KernelVerifier.productKey(backend, operation, left, Device.cpu(), precision, true),
+                KernelVerifier.productKey(backend, operation, left, device, precision, true),
                 () ->
                         new KernelVerdict(
                                 operation,
                                 left,
-                                Device.cpu(),
+                                device,
                                 precision,
                                 KernelVerdict.Outcome.FP32_FALLBACK,
                                 null,
