@@ -256,9 +256,58 @@ class RenderTest(unittest.TestCase):
         self.assertIn("192 (oom, does not fit)", text)
         self.assertIn("| **360** |", text)
         self.assertIn("| %s / pt-bf16-autocast-cl | 0.51x |" % VARIANT, text)
-        self.assertIn("| 128 | DJL | %s label | 900.0 | 40.5 |" % VARIANT, text)
+        # older JSON without the polled first-step peak: a dash in its column, no crash
+        self.assertIn("| 128 | DJL | %s label | 900.0 | 40.5 | — | — | — | 11.00 | — | 11.00 |"
+                      % VARIANT, text)
+        self.assertIn("| djl-amp bf16 fused: first-step peak / steady peak | not measured |"
+                      " ≤ 1.1x (issue 31 item 1) |", text)
         # the cap search's probes are not rows of the main table
         self.assertNotIn("| 184 | DJL", text)
+
+    def test_first_step_peak(self):
+        import render_gpu
+
+        root = tempfile.mkdtemp()
+        try:
+            for key, framework, memory in [
+                (VARIANT, "DJL", {"firstStepPeakAboveBaselineBytes": int(6.6 * GIB),
+                                  "afterFirstStepAboveBaselineBytes": int(1.3 * GIB),
+                                  "steadyPeakAboveBaselineBytes": int(6.0 * GIB)}),
+                ("djl-amp-bf16-fused-unchecked", "DJL",
+                 {"firstStepPeakAboveBaselineBytes": int(5.5 * GIB),
+                  "afterFirstStepAboveBaselineBytes": int(5.5 * GIB),
+                  "steadyPeakAboveBaselineBytes": int(6.0 * GIB)}),
+                ("pt-bf16-autocast-cl", "PyTorch",
+                 {"firstStep": {"maxReservedBytes": int(5.0 * GIB),
+                                "maxAllocatedBytes": int(4.0 * GIB)},
+                  "steadyMaxReservedBytes": int(5.25 * GIB),
+                  "steadyMaxAllocatedBytes": int(4.5 * GIB),
+                  "steadyPeakAboveBaselineBytes": int(5.5 * GIB)}),
+            ]:
+                memory.update({"method": "m", "peakAboveBaselineBytes": int(6.0 * GIB)})
+                data = {
+                    "framework": framework, "batch": 128, "device": "cuda", "warmup": 5,
+                    "variants": [{"key": key, "label": key + " label", "stepMs": [40.0, 41.0],
+                                  "firstStepMs": 900.0}],
+                    "deviceMemory": memory,
+                }
+                with open(os.path.join(root, "%s-b128.json" % key), "w") as f:
+                    json.dump(data, f)
+            text = render_gpu.render(root)
+            measured = render_gpu.render(root, measured_only=True)
+        finally:
+            shutil.rmtree(root)
+        self.assertIn("| first step: peak in use (DJL) / max reserved (PyTorch) |"
+                      " first step: in use after it (DJL) |", text)
+        self.assertIn("| 128 | DJL | %s label | 900.0 | 40.5 | 6.60 | 1.30 | — | 6.00 | — | 6.00 |"
+                      % VARIANT, text)
+        self.assertIn("| 128 | PyTorch | pt-bf16-autocast-cl label | 900.0 | 40.5 | 5.00 | — | 4.00"
+                      " | 5.25 | 4.50 | 5.50 |", text)
+        self.assertIn("| djl-amp bf16 fused: first-step peak / steady peak | 1.10x |"
+                      " ≤ 1.1x (issue 31 item 1) |", text)
+        self.assertIn("| first-step peak: djl-amp bf16 fused with kernel checks / without | 1.20x |  |",
+                      text)
+        self.assertIn("first-step peak / steady peak | 1.10x", measured)
 
 
 if __name__ == "__main__":
