@@ -8,9 +8,11 @@ import ai.djl.ndarray.types.DataType;
 import ai.djl.nn.Block;
 import ai.djl.nn.recurrent.LSTM;
 import ai.djl.nn.recurrent.RNN;
+import ai.djl.nn.recurrent.RecurrentBlock;
 import ai.djl.pytorch.engine.PtNDArray;
 import ai.djl.pytorch.engine.PtSymbolBlock;
 import ai.djl.pytorch.jni.JniUtils;
+import ai.djl.util.Pair;
 import io.github.djlamp.amp.exception.AmpException;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.spi.AmpBackend;
@@ -465,22 +467,37 @@ public final class PtAmpBackend implements AmpBackend {
      * {@inheritDoc}
      *
      * <p>On a GPU, libtorch's autocast casts the operands of cuDNN's recurrent kernel to fp16
-     * whatever the autocast precision (ATen's {@code cudnn/AutocastRNN.cpp}), so DJL's {@code LSTM}
-     * and {@code RNN} under a bfloat16 policy would compute in fp16 with no loss scaling to keep
-     * their gradients from underflowing: refused. Under a float16 policy they compute in fp16 with
-     * the policy's loss scaling, as PyTorch's autocast does.
+     * whatever the autocast precision (ATen's {@code cudnn/AutocastRNN.cpp}), so DJL's recurrent
+     * blocks under a bfloat16 policy would compute in fp16 with no loss scaling to keep their
+     * gradients from underflowing: a block that is one or holds one (a user's block around an
+     * {@code LSTM}, where a {@code GRU} inside would be cast too) is refused. A TorchScript
+     * module's recurrent layers cannot be seen from here and are not refused. Under a float16
+     * policy they compute in fp16 with the policy's loss scaling, as PyTorch's autocast does.
      */
     @Override
     public String engineAutocastRefusal(Block block, Device device, Precision precision) {
-        Class<?> type = block.getClass();
-        boolean recurrent = type == LSTM.class || type == RNN.class;
-        if (recurrent && device.isGpu() && precision == Precision.BF16) {
+        if (device.isGpu() && precision == Precision.BF16 && hasRecurrentBlock(block)) {
             return "libtorch's CUDA autocast runs cuDNN's recurrent kernels in fp16 whatever the"
                     + " autocast precision, and a bfloat16 policy has no loss scaling to keep fp16"
                     + " gradients from underflowing; the policy mixed_float16 computes it in 16 bits"
                     + " with loss scaling";
         }
         return null;
+    }
+
+    /**
+     * Whether {@code block} is one of DJL's recurrent blocks or holds one (a user's READ block).
+     */
+    private static boolean hasRecurrentBlock(Block block) {
+        if (block instanceof RecurrentBlock) {
+            return true;
+        }
+        for (Pair<String, Block> child : block.getChildren()) {
+            if (hasRecurrentBlock(child.getValue())) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /** {@inheritDoc} */

@@ -58,6 +58,16 @@ class CudaRecurrentAutocastTest {
         assertNull(backend.engineAutocastRefusal(lstm, Device.gpu(), Precision.FP16));
         assertNull(backend.engineAutocastRefusal(lstm, Device.cpu(), Precision.BF16));
         assertNull(backend.engineAutocastRefusal(rnn, Device.cpu(), Precision.FP16));
+        // a user's block around a GRU: autocast would reach the GRU inside
+        Block around =
+                new SequentialBlock()
+                        .add(GRU.builder().setStateSize(8).setNumLayers(1).build())
+                        .add(Linear.builder().setUnits(2).build());
+        assertNotNull(backend.engineAutocastRefusal(around, Device.gpu(), Precision.BF16));
+        assertNull(backend.engineAutocastRefusal(around, Device.gpu(), Precision.FP16));
+        assertNull(
+                backend.engineAutocastRefusal(
+                        Linear.builder().setUnits(2).build(), Device.gpu(), Precision.BF16));
     }
 
     @Test
