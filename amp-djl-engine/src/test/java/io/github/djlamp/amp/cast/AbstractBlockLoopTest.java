@@ -5,7 +5,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import ai.djl.Device;
 import ai.djl.engine.Engine;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
@@ -61,8 +60,9 @@ class AbstractBlockLoopTest {
             MixedPrecisionBlock wrapped = (MixedPrecisionBlock) net;
             assertEquals(
                     1.0,
-                    wrapped.getArithmeticShare(Device.cpu()).getLowShare(),
-                    "both linear layers in bfloat16: " + wrapped.getArithmeticShare(Device.cpu()));
+                    wrapped.getArithmeticShare(manager.getDevice()).getLowShare(),
+                    "both linear layers in bfloat16: "
+                            + wrapped.getArithmeticShare(manager.getDevice()));
 
             // d2l's gradient clipping reads the parameters through the same cast
             ParameterList seen = ((AbstractBlock) net).getParameters();

@@ -3,7 +3,6 @@ package io.github.djlamp.amp.cast;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import ai.djl.Device;
 import ai.djl.engine.Engine;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDArrays;
@@ -150,7 +149,7 @@ class D2lDenseNetIn16BitsTest {
             MixedPrecisionBlock wrapped = Amp.wrap(net, "mixed_bfloat16");
             List<float[]> bf16 = step(wrapped, net, manager);
 
-            ArithmeticShare share = wrapped.getArithmeticShare(Device.cpu());
+            ArithmeticShare share = wrapped.getArithmeticShare(manager.getDevice());
             assertEquals(1.0, share.getLowShare(), 1e-9, "every convolution: " + share);
             assertEquals(fp32.size(), bf16.size());
             // BatchNorm over 2 images makes the gradients sensitive: fp32 itself, with 0.4% noise

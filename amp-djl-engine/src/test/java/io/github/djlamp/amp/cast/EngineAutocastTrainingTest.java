@@ -164,7 +164,16 @@ class EngineAutocastTrainingTest {
                     plain.getBlock()
                             .forward(new ParameterStore(manager, false), new NDList(x), false)
                             .head();
-            assertArrayEquals(expected.toFloatArray(), actual.toFloatArray(), 0f);
+            // bitwise on the CPU; on a GPU libtorch's graph executor runs a module it has profiled
+            // (the trained one) through fused kernels that round differently from a fresh one's
+            float[] want = expected.toFloatArray();
+            float tolerance = 0f;
+            if (x.getDevice().isGpu()) {
+                for (float v : want) {
+                    tolerance = Math.max(tolerance, 1e-5f * Math.abs(v));
+                }
+            }
+            assertArrayEquals(want, actual.toFloatArray(), tolerance);
         }
     }
 

@@ -4,7 +4,6 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import ai.djl.Device;
 import ai.djl.engine.Engine;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
@@ -108,7 +107,7 @@ class ReadOverChildrenTest {
             List<float[]> fp32 = step(block, block, manager);
             MixedPrecisionBlock wrapped = Amp.wrap(block, "mixed_bfloat16");
             List<float[]> bf16 = step(wrapped, block, manager);
-            ArithmeticShare share = wrapped.getArithmeticShare(Device.cpu());
+            ArithmeticShare share = wrapped.getArithmeticShare(manager.getDevice());
             assertEquals(1.0, share.getLowShare(), 1e-9, "both convolutions: " + share);
             assertEquals(fp32.size(), bf16.size());
             for (int i = 0; i < fp32.size(); i++) {

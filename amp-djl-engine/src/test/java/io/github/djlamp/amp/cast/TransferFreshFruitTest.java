@@ -3,7 +3,6 @@ package io.github.djlamp.amp.cast;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import ai.djl.Device;
 import ai.djl.Model;
 import ai.djl.engine.Engine;
 import ai.djl.ndarray.NDArray;
@@ -99,10 +98,10 @@ class TransferFreshFruitTest {
                                 .build();
                 EasyTrain.fit(trainer, 2, dataset, null);
                 if (wrapped != null) {
-                    ArithmeticShare share = wrapped.getArithmeticShare(Device.cpu());
+                    ArithmeticShare share = wrapped.getArithmeticShare(data.getDevice());
                     assertEquals(1.0, share.getLowShare(), 1e-9, share.toString());
                     PrecisionSummary summary =
-                            wrapped.getPrecisionSummary(Device.cpu(), trainer.getManager());
+                            wrapped.getPrecisionSummary(data.getDevice(), trainer.getManager());
                     String reshape =
                             summary.toString()
                                     .lines()

@@ -46,6 +46,14 @@ class FreedMemoryTest {
                 }
             }
             long freed = residentKib();
+            if (freed - before < 128 * 1024) {
+                System.out.printf(
+                        "FreedMemoryTest: the allocator here gave the 256 MiB back as they were freed"
+                                + " (resident KiB %d before, %d after): nothing kept to release,"
+                                + " not measured%n",
+                        before, freed);
+                return;
+            }
             backend.releaseFreedMemory(Device.cpu());
             long trimmed = residentKib();
             System.out.printf(

@@ -160,9 +160,9 @@ class TransformerLayerByLayerTest {
     /**
      * Where the kernel check finds a 16-bit attention product wrong (recorded here as a broken
      * platform would make it), both products run in fp32: the summary and the arithmetic share say
-     * so, and the gradients come closer to fp32's (bf16: 4.3% against 8.4% with the products in
-     * bf16), since the products make about half of the 16-bit error. Without the fallback the wrong
-     * product's result would be used.
+     * so, and on the CPU the gradients come closer to fp32's (bf16: 4.3% against 8.4% with the
+     * products in bf16), since the products make about half of the 16-bit error there. Without the
+     * fallback the wrong product's result would be used.
      */
     @Test
     void attentionProductsFoundWrongRunInFp32() {
@@ -190,9 +190,14 @@ class TransformerLayerByLayerTest {
                         "bf16 gradients' relative error: products checked %.4f, products in fp32"
                                 + " %.4f%n",
                         checked, fallback);
-                assertTrue(
-                        fallback < 0.7 * checked,
-                        "products in fp32: " + fallback + ", in bf16: " + checked);
+                assertTrue(fallback != checked, "the products ran otherwise: " + fallback);
+                if (!manager.getDevice().isGpu()) {
+                    // on an H200 the bf16 products add little of the error (0.0622 with them in
+                    // fp32, 0.0581 in bf16): cuBLAS rounds their results only, once
+                    assertTrue(
+                            fallback < 0.7 * checked,
+                            "products in fp32: " + fallback + ", in bf16: " + checked);
+                }
 
                 String unit = "01TransformerEncoderBlock/01selfAttention (attention products)";
                 PrecisionSummary summary = wrapped.getPrecisionSummary(device, manager);

@@ -3,7 +3,6 @@ package io.github.djlamp.amp.verify;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import ai.djl.Device;
 import ai.djl.Model;
 import ai.djl.engine.Engine;
 import ai.djl.ndarray.NDArray;
@@ -67,7 +66,7 @@ class KernelFallbackTest {
             assertEquals(3, verdicts.size(), "the stem, the 3x3 conv and the linear layer");
 
             PrecisionSummary.Row stemRow =
-                    wrapped.getPrecisionSummary(Device.cpu(), manager).getRows().get(0);
+                    wrapped.getPrecisionSummary(manager.getDevice(), manager).getRows().get(0);
             assertEquals("01WrongLowPrecisionConv2d", stemRow.getPath());
             assertEquals(CastCategory.FP32, stemRow.getCategory(), stemRow.getReason());
             assertTrue(stemRow.getReason().contains("FP32_FALLBACK"), stemRow.getReason());

@@ -1,6 +1,5 @@
 package io.github.djlamp.amp.it;
 
-import ai.djl.Device;
 import ai.djl.engine.Engine;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
@@ -77,10 +76,12 @@ public final class CustomBlockScenario {
         NDArray y = model.forward(new ParameterStore(manager, false), new NDList(x), false).head();
         if (policy != null) {
             PrecisionSummary summary =
-                    ((MixedPrecisionBlock) model).getPrecisionSummary(Device.cpu(), manager);
+                    ((MixedPrecisionBlock) model).getPrecisionSummary(manager.getDevice(), manager);
             System.out.println("lowShare " + summary.getLowShare());
             System.out.println(
-                    "arithmetic " + ((MixedPrecisionBlock) model).getArithmeticShare(Device.cpu()));
+                    "arithmetic "
+                            + ((MixedPrecisionBlock) model)
+                                    .getArithmeticShare(manager.getDevice()));
         }
         return y.sum().getFloat();
     }

@@ -4,7 +4,6 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import ai.djl.Device;
 import ai.djl.basicmodelzoo.cv.object_detection.yolo.YOLOV3;
 import ai.djl.engine.Engine;
 import ai.djl.ndarray.NDArray;
@@ -51,7 +50,7 @@ class YoloV3In16BitsTest {
             List<float[]> reference = forward(yolo, manager, false);
             MixedPrecisionBlock bf16Block = Amp.wrap(yolo, "mixed_bfloat16");
             List<float[]> bf16 = forward(bf16Block, manager, false);
-            ArithmeticShare share = bf16Block.getArithmeticShare(Device.cpu());
+            ArithmeticShare share = bf16Block.getArithmeticShare(manager.getDevice());
             System.out.println("DJL's YOLOv3 under mixed_bfloat16: " + share);
             assertEquals(1.0, share.getLowShare(), 1e-9, share.toString());
             // the alignment report cannot walk a block's own code: it lists the block as one
