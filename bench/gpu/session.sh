@@ -11,8 +11,8 @@
 #
 # Parts, in order:
 #   1. bash .gpu/gpu.sh info (GPU, torch, JNI, what DJL sees)                      limit --info-limit (60 s)
-#   2. the GPU-sensitive tests, .gpu/gpu.sh test: amp-djl-engine's (--engine-tests, 9 classes),
-#      then integration-tests' (--it-tests, 5 classes), one JVM each    limit --tests-limit (150 s) together
+#   2. the GPU-sensitive tests, .gpu/gpu.sh test: amp-djl-engine's (--engine-tests, 13 classes),
+#      then integration-tests' (--it-tests, 6 classes), one JVM each    limit --tests-limit (150 s) together
 #   3. bash bench/gpu/run-gpu.sh, with what is left less 15 s for rendering and packing as --budget:
 #      a. ResNetV1-50 224x224 at batches 128 and 256 (issue 31 item 5): djl-amp bf16 fused (the GPU
 #         default), bf16 fused with Checkpointing.stages(), fp16 fused, bf16 fused without kernel
@@ -51,8 +51,8 @@ cd "$root" || exit 2
 total=590
 info_limit=60
 tests_limit=150
-engine_tests=HostReadTest,GradScalerKernelsTest,FusedOptimizerStepTest,FreedMemoryTest,KernelVerifierTest,ProductCheckTest,TransformerLayerByLayerTest,BertLayerByLayerTest,EngineAutocastTest
-it_tests=NativeMemoryTest,DeviceResidentScalerTest,FusedOptimizerTrainingTest,FirstStepKeepsNothingTest,CheckpointedRandomBlockTest
+engine_tests=HostReadTest,GradScalerKernelsTest,FusedOptimizerStepTest,FreedMemoryTest,KernelVerifierTest,ProductCheckTest,TransformerLayerByLayerTest,BertLayerByLayerTest,EngineAutocastTest,CudaAutocastTest,CudaRecurrentAutocastTest,ReadBlockAroundLstmTest,EngineAutocastTrainingTest
+it_tests=NativeMemoryTest,DeviceResidentScalerTest,FusedOptimizerTrainingTest,FirstStepKeepsNothingTest,CheckpointedRandomBlockTest,D2lResidualIn16BitsTest
 bench_args=()
 while [ $# -gt 0 ]; do
     case "$1" in
