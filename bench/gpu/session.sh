@@ -14,10 +14,11 @@
 #   2. the GPU-sensitive tests, .gpu/gpu.sh test: amp-djl-engine's (--engine-tests, 13 classes),
 #      then integration-tests' (--it-tests, 6 classes), one JVM each    limit --tests-limit (150 s) together
 #   3. bash bench/gpu/run-gpu.sh, with what is left less 15 s for rendering and packing as --budget:
-#      a. ResNetV1-50 224x224 at batches 128 and 256 (issue 31 item 5): djl-amp bf16 fused (the GPU
-#         default), bf16 fused with Checkpointing.stages(), fp16 fused, bf16 fused without kernel
-#         checks, DJL fp32; PyTorch bf16, fp16 and fp32 autocast channels-last: 16 processes, each
-#         with the first step apart (its time, the device memory after it) from the steady steps
+#      a. ResNetV1-50 224x224 at batches 32 (issue 31 item 1's batch), 128 and 256 (item 5):
+#         djl-amp bf16 fused (the GPU default), bf16 fused with Checkpointing.stages(), fp16 fused,
+#         bf16 fused without kernel checks, DJL fp32; PyTorch bf16, fp16 and fp32 autocast
+#         channels-last: 24 processes, each with the first step apart (its time, its polled peak,
+#         the device memory after it) from the steady steps
 #      b. the largest batch under a 16 GiB cap: djl-amp bf16 fused, the same checkpointed, PyTorch
 #         bf16 channels-last (fits from a.'s rows, 2 short probes each, 3 at most)
 #      c. the transformer rows (issue 29; six processes), only in the time a. and b. left
@@ -27,10 +28,12 @@
 #   and 20 timed steps, batches 128 and 256) inside --budget 250, about 10 s each; estimates for
 #   that machine say 15-30 s. The steps themselves are the small part (25 steps of DJL fp32 at
 #   batch 256, the slowest, 3.7 s): JVM or Python start, libtorch's CUDA and cuDNN start, and the
-#   first step (djl-amp's kernel checks; cuDNN's first kernels) are most of it.
+#   first step (djl-amp's kernel checks; cuDNN's first kernels) are most of it. The H200 call of
+#   2026-11-28 (16 processes, batches 128 and 256): 3-5 s a DJL process, 10-12 s a PyTorch one;
+#   the whole call 241 s, tests 18 s of it.
 # - info 15-30 s (no JNI build: prepare.sh carries one that links against torch 2.11.0+cu130; a
 #   build, if the machine's torch changed, adds 26 s: hence 60 s); tests: two JVMs, 60-150 s.
-# - a. 16 processes: 160 s at 10 s, 320 s at 20 s. b. 6 probes (9 at most) of 5 steps: 60-120 s.
+# - a. 24 processes: 240 s at 10 s (on the H200 about 150 s). b. 6 probes (9 at most) of 5 steps: 60-120 s.
 #   c. 6 processes: 60-120 s.
 # - At 10 s a process, every limit used up: 60 + 150 + 160 + 60 + 60 = 490 s: everything, with 100 s
 #   to spare. At 20 s: 60 + 150 leaves 365 s for run-gpu.sh: a. may start processes until
@@ -115,7 +118,7 @@ tests_part integration-tests "$it_tests" $(( tests_end - $(elapsed) ))
 # run-gpu.sh's budget: what is left, less the time its rendering and packing take after it
 budget=$(( total - $(elapsed) - 15 ))
 part bench $(( budget + 15 )) bash bench/gpu/run-gpu.sh --budget "$budget" --process-timeout 90 \
-    --batches 128,256 \
+    --batches 32,128,256 --cap-fit-batches 128,256 \
     --djl-variants djl-amp-bf16-fused,djl-amp-bf16-fused-ckpt-stages,djl-amp-fp16-fused,djl-amp-bf16-fused-unchecked,djl-fp32 \
     --pt-variants pt-bf16-autocast-cl,pt-fp16-autocast-cl,pt-fp32-cl \
     --cap-gib 16 --cap-variants djl-amp-bf16-fused,djl-amp-bf16-fused-ckpt-stages,pt-bf16-autocast-cl \

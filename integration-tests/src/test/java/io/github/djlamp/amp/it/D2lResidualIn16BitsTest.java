@@ -33,25 +33,42 @@ class D2lResidualIn16BitsTest {
 
     @Test
     void theResidualUnitsComputeInBf16CloseToFp32() {
+        // bf16 keeps 8 bits: a few percent after several layers
+        computesIn16BitsCloseToFp32("mixed_bfloat16", 0.15);
+    }
+
+    /**
+     * The same in fp16, whose 11 bits put it about 8x closer to fp32 where the difference is
+     * rounding: on a GPU, where bf16's first gradient came out 22% off (H200), this tells rounding
+     * from a wrong kernel.
+     */
+    @Test
+    void theResidualUnitsComputeInFp16CloserStill() {
+        computesIn16BitsCloseToFp32("mixed_float16", 0.03);
+    }
+
+    private static void computesIn16BitsCloseToFp32(String policy, double bound) {
         try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
             Engine.getInstance().setRandomSeed(3);
             Block net = D2lResidual.network(4, 3);
             net.initialize(manager, DataType.FLOAT32, new Shape(2, 3, SIZE, SIZE));
             List<float[]> fp32 = step(net, net, manager);
-            MixedPrecisionBlock wrapped = Amp.wrap(net, "mixed_bfloat16");
-            List<float[]> bf16 = step(wrapped, net, manager);
+            MixedPrecisionBlock wrapped = Amp.wrap(net, policy);
+            List<float[]> low = step(wrapped, net, manager);
 
             ArithmeticShare share = wrapped.getArithmeticShare(manager.getDevice());
-            System.out.println("d2l residual network under mixed_bfloat16: " + share);
+            System.out.println("d2l residual network under " + policy + ": " + share);
             assertEquals(1.0, share.getLowShare(), 1e-9, "every convolution: " + share);
-            assertEquals(fp32.size(), bf16.size());
-            // bf16 keeps 8 bits: a few percent after several layers. A convolution's bias before
-            // BatchNorm has a gradient of about 1e-6 (BatchNorm removes the mean): compared on
-            // the scale of 1, not its own
+            assertEquals(fp32.size(), low.size());
+            // a convolution's bias before BatchNorm has a gradient of about 1e-6 (BatchNorm
+            // removes the mean): compared on the scale of 1, not its own
+            double worst = 0;
             for (int i = 0; i < fp32.size(); i++) {
-                double error = error(fp32.get(i), bf16.get(i));
-                assertTrue(error < 0.15, "array " + i + ": " + error);
+                double error = error(fp32.get(i), low.get(i));
+                worst = Math.max(worst, error);
+                assertTrue(error < bound, policy + ", array " + i + ": " + error);
             }
+            System.out.printf("%s: worst array %.4f (bound %.2f)%n", policy, worst, bound);
         }
     }
 
