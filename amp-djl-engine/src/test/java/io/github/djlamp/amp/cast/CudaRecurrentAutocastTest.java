@@ -14,7 +14,6 @@ import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Block;
-import ai.djl.nn.Blocks;
 import ai.djl.nn.SequentialBlock;
 import ai.djl.nn.core.Linear;
 import ai.djl.nn.recurrent.GRU;
@@ -115,16 +114,11 @@ class CudaRecurrentAutocastTest {
         return "LSTM".equals(kind) ? lstm() : rnn();
     }
 
-    /** DJL's MNIST-with-LSTM shape: reshape, the recurrent block, flatten, Linear; a few steps. */
+    /** DJL's MNIST-with-LSTM example's model around {@code recurrent}, a few steps on a GPU. */
     private static AutocastStage train(Block recurrent, String policy) {
         Device gpu = Device.gpu();
         Shape input = new Shape(8, 1, 7, 4);
-        SequentialBlock block =
-                new SequentialBlock()
-                        .add(x -> new NDList(x.head().reshape(8, 7, 4)))
-                        .add(recurrent)
-                        .add(Blocks.batchFlattenBlock())
-                        .add(Linear.builder().setUnits(10).build());
+        SequentialBlock block = EngineAutocastTrainingTest.mnistExampleModel(recurrent);
         Engine.getInstance().setRandomSeed(7);
         MixedPrecisionBlock wrapped = Amp.wrap(block, policy);
         DefaultTrainingConfig config =
@@ -169,23 +163,10 @@ class CudaRecurrentAutocastTest {
                             w.isNaN().logicalOr(w.isInfinite()).none().getBoolean(),
                             p.getKey() + " stays finite");
                 }
-                AutocastStage stage = find(wrapped.shadowOn(gpu, data));
+                AutocastStage stage = EngineAutocastTrainingTest.find(wrapped.shadowOn(gpu, data));
                 assertNotNull(stage, "the recurrent block is an autocast stage");
                 return stage;
             }
         }
-    }
-
-    private static AutocastStage find(Block shadow) {
-        if (shadow instanceof AutocastStage) {
-            return (AutocastStage) shadow;
-        }
-        for (Pair<String, Block> child : shadow.getChildren()) {
-            AutocastStage found = find(child.getValue());
-            if (found != null) {
-                return found;
-            }
-        }
-        return null;
     }
 }

@@ -346,13 +346,7 @@ class EngineAutocastTrainingTest {
                                         .setStateSize(16)
                                         .setNumLayers(1)
                                         .build();
-                SequentialBlock block =
-                        new SequentialBlock()
-                                // the example's reshape of (N, 1, H, W) to (N, H, W)
-                                .add(x -> new NDList(x.head().reshape(8, 7, 4)))
-                                .add(recurrent)
-                                .add(Blocks.batchFlattenBlock())
-                                .add(Linear.builder().setUnits(10).build());
+                SequentialBlock block = mnistExampleModel(recurrent);
                 Run run = train(model, block, "mixed_bfloat16", new Shape(8, 1, 7, 4));
                 assertNotNull(run.stage, kind);
                 String fallback = run.stage.fallbackReason();
@@ -473,7 +467,20 @@ class EngineAutocastTrainingTest {
         assertTrue(reached > 0, "no gradient reached the module's parameters");
     }
 
-    private static AutocastStage find(Block shadow) {
+    /**
+     * DJL's MNIST-with-LSTM example's model for inputs (8, 1, 7, 4): the example's reshape to (N,
+     * H, W), the recurrent block, flatten, a Linear of 10.
+     */
+    static SequentialBlock mnistExampleModel(Block recurrent) {
+        return new SequentialBlock()
+                .add(x -> new NDList(x.head().reshape(8, 7, 4)))
+                .add(recurrent)
+                .add(Blocks.batchFlattenBlock())
+                .add(Linear.builder().setUnits(10).build());
+    }
+
+    /** The first autocast stage of a shadow tree, depth first; null if none. */
+    static AutocastStage find(Block shadow) {
         if (shadow instanceof AutocastStage) {
             return (AutocastStage) shadow;
         }

@@ -2,28 +2,17 @@ package io.github.djlamp.amp.pytorch;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
-import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import ai.djl.Device;
 import ai.djl.engine.Engine;
 import ai.djl.ndarray.NDArray;
-import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
-import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Block;
-import ai.djl.nn.Parameter;
-import ai.djl.nn.recurrent.GRU;
-import ai.djl.nn.recurrent.LSTM;
-import ai.djl.nn.recurrent.RNN;
-import ai.djl.training.GradientCollector;
-import ai.djl.training.ParameterStore;
-import ai.djl.util.Pair;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.AmpBackends;
-import io.github.djlamp.amp.spi.MemoryLayout;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.function.Supplier;
@@ -85,9 +74,9 @@ class CudaAutocastTest {
         }
         Device gpu = Device.gpu();
         Map<String, Supplier<Block>> blocks = new LinkedHashMap<>();
-        blocks.put("LSTM", CudaAutocastTest::lstm);
-        blocks.put("GRU", CudaAutocastTest::gru);
-        blocks.put("RNN", CudaAutocastTest::rnn);
+        blocks.put("LSTM", EngineAutocastTest::lstm);
+        blocks.put("GRU", EngineAutocastTest::gru);
+        blocks.put("RNN", EngineAutocastTest::rnn);
         // all six run before anything is asserted, so that one run on a GPU tells every outcome
         Map<String, String> computed = new LinkedHashMap<>();
         for (Precision precision : new Precision[] {Precision.BF16, Precision.FP16}) {
@@ -95,7 +84,9 @@ class CudaAutocastTest {
                 String outcome;
                 try {
                     outcome =
-                            "computed " + runUnderAutocast(gpu, block.getValue().get(), precision);
+                            "computed "
+                                    + EngineAutocastTest.runUnderAutocast(
+                                            gpu, block.getValue().get(), precision);
                 } catch (RuntimeException | AssertionError e) {
                     outcome = "failed: " + e;
                 }
@@ -108,49 +99,5 @@ class CudaAutocastTest {
         for (Map.Entry<String, String> run : computed.entrySet()) {
             assertEquals("computed FP16", run.getValue(), run.getKey() + "; all: " + computed);
         }
-    }
-
-    private static Precision runUnderAutocast(Device device, Block block, Precision precision) {
-        try (NDManager manager = NDManager.newBaseManager(device, "PyTorch")) {
-            AmpBackend backend = AmpBackends.forManager(manager);
-            Shape input = new Shape(3, 5, 6);
-            block.initialize(manager, DataType.FLOAT32, input);
-            ParameterStore store = new ParameterStore(manager, false);
-            NDArray x = manager.randomUniform(-1f, 1f, input);
-            Precision computed;
-            try (GradientCollector collector = Engine.getInstance().newGradientCollector()) {
-                NDList out =
-                        backend.withEngineAutocast(
-                                device, precision, () -> block.forward(store, new NDList(x), true));
-                computed = backend.precisionOf(out.head());
-                NDArray fp32 =
-                        backend.cast(out.head(), Precision.FP32, MemoryLayout.PRESERVE, manager);
-                collector.backward(fp32.sum());
-            }
-            for (Pair<String, Parameter> p : block.getParameters()) {
-                NDArray gradient = p.getValue().getArray().getGradient();
-                assertSame(DataType.FLOAT32, p.getValue().getArray().getDataType());
-                assertSame(DataType.FLOAT32, gradient.getDataType(), p.getKey());
-                assertTrue(gradient.abs().sum().getFloat() > 0, p.getKey() + " got no gradient");
-            }
-            return computed;
-        }
-    }
-
-    private static Block lstm() {
-        return LSTM.builder().setStateSize(8).setNumLayers(1).optBatchFirst(true).build();
-    }
-
-    private static Block gru() {
-        return GRU.builder().setStateSize(8).setNumLayers(1).optBatchFirst(true).build();
-    }
-
-    private static Block rnn() {
-        return RNN.builder()
-                .setActivation(RNN.Activation.TANH)
-                .setStateSize(8)
-                .setNumLayers(1)
-                .optBatchFirst(true)
-                .build();
     }
 }

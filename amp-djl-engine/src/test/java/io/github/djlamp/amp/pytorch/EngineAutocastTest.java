@@ -137,7 +137,17 @@ class EngineAutocastTest {
     }
 
     private static Precision runUnderAutocast(Block block, Precision precision) {
-        try (NDManager manager = NDManager.newBaseManager(Device.cpu(), "PyTorch")) {
+        return runUnderAutocast(CPU, block, precision);
+    }
+
+    /**
+     * Runs a recurrent block forward under the engine's autocast on {@code device} and backward
+     * from its output cast to fp32; asserts that its fp32 parameters got fp32 gradients.
+     *
+     * @return the precision of the block's output under autocast
+     */
+    static Precision runUnderAutocast(Device device, Block block, Precision precision) {
+        try (NDManager manager = NDManager.newBaseManager(device, "PyTorch")) {
             AmpBackend backend = AmpBackends.forManager(manager);
             Shape input = new Shape(3, 5, 6);
             block.initialize(manager, DataType.FLOAT32, input);
@@ -147,7 +157,7 @@ class EngineAutocastTest {
             try (GradientCollector collector = Engine.getInstance().newGradientCollector()) {
                 NDList out =
                         backend.withEngineAutocast(
-                                CPU, precision, () -> block.forward(store, new NDList(x), true));
+                                device, precision, () -> block.forward(store, new NDList(x), true));
                 computed = backend.precisionOf(out.head());
                 NDArray fp32 =
                         backend.cast(out.head(), Precision.FP32, MemoryLayout.PRESERVE, manager);
@@ -163,15 +173,15 @@ class EngineAutocastTest {
         }
     }
 
-    private static Block lstm() {
+    static Block lstm() {
         return LSTM.builder().setStateSize(8).setNumLayers(1).optBatchFirst(true).build();
     }
 
-    private static Block gru() {
+    static Block gru() {
         return GRU.builder().setStateSize(8).setNumLayers(1).optBatchFirst(true).build();
     }
 
-    private static Block rnn() {
+    static Block rnn() {
         return RNN.builder()
                 .setActivation(RNN.Activation.TANH)
                 .setStateSize(8)
