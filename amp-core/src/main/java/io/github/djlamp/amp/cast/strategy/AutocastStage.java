@@ -36,6 +36,7 @@ public final class AutocastStage extends ShadowBlock {
     private final StageRelease release;
     private volatile String fallback;
     private volatile Precision lastComputed;
+    private volatile boolean refusalAsked;
 
     /**
      * Makes the stage of {@code inner}.
@@ -82,7 +83,10 @@ public final class AutocastStage extends ShadowBlock {
         AmpBackend backend = casting.backend();
         Precision precision = casting.computePrecision();
         Device device = inputs.head().getDevice();
-        String refusal = backend.engineAutocastRefusal(inner, device, precision);
+        // asked once: the stage belongs to one device's shadow tree, and the precision is fixed
+        String refusal =
+                refusalAsked ? null : backend.engineAutocastRefusal(inner, device, precision);
+        refusalAsked = true;
         if (refusal != null) {
             fallback = refusal;
             logger.warn(
