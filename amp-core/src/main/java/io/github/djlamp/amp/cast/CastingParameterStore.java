@@ -361,7 +361,20 @@ final class CastingParameterStore extends StageStore implements SegmentStore {
 
     /** Casts floating inputs of a low-precision stage to the compute precision and layout. */
     NDList toLow(NDList arrays) {
-        return castFloating(arrays, computePrecision, lowLayout);
+        return castFloating(arrays, computePrecision, lowLayout, null);
+    }
+
+    /**
+     * Casts floating inputs of a low-precision stage to the compute precision and layout, reading
+     * their precisions through the stage's {@code known}.
+     */
+    NDList toLow(NDList arrays, InputPrecisions known) {
+        return castFloating(arrays, computePrecision, lowLayout, known);
+    }
+
+    /** Casts floating arrays to contiguous fp32, reading their precisions through {@code known}. */
+    NDList toFp32(NDList arrays, InputPrecisions known) {
+        return castFloating(arrays, Precision.FP32, MemoryLayout.CONTIGUOUS, known);
     }
 
     /**
@@ -370,13 +383,13 @@ final class CastingParameterStore extends StageStore implements SegmentStore {
      */
     @Override
     public NDList toCompute(NDList arrays) {
-        return castFloating(arrays, computePrecision, MemoryLayout.PRESERVE);
+        return castFloating(arrays, computePrecision, MemoryLayout.PRESERVE, null);
     }
 
     /** Casts floating arrays to contiguous fp32, safe for any DJL operation. */
     @Override
     public NDList toFp32(NDList arrays) {
-        return castFloating(arrays, Precision.FP32, MemoryLayout.CONTIGUOUS);
+        return castFloating(arrays, Precision.FP32, MemoryLayout.CONTIGUOUS, null);
     }
 
     /** Returns whether any of the arrays is bf16. */
@@ -389,11 +402,17 @@ final class CastingParameterStore extends StageStore implements SegmentStore {
         return false;
     }
 
-    /** Casts every floating array that is not already {@code target}; others pass unchanged. */
-    private NDList castFloating(NDList arrays, Precision target, MemoryLayout layout) {
+    /**
+     * Casts every floating array that is not already {@code target}; others pass unchanged.
+     *
+     * @param known the caller's precisions decided once, or null to ask the engine of each array
+     */
+    private NDList castFloating(
+            NDList arrays, Precision target, MemoryLayout layout, InputPrecisions known) {
         NDList result = new NDList(arrays.size());
-        for (NDArray array : arrays) {
-            Precision current = backend.precisionOf(array);
+        for (int i = 0; i < arrays.size(); i++) {
+            NDArray array = arrays.get(i);
+            Precision current = known == null ? backend.precisionOf(array) : known.of(i, array);
             if (current == null || (current == target && !(forceLayout && target.isReduced()))) {
                 result.add(array);
             } else {

@@ -58,6 +58,7 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
     private final TrainingLink trainingLink;
     private final Checkpoints checkpoints;
     private final Map<Device, ArithmeticShare> arithmetic = new ConcurrentHashMap<>();
+    private final Map<Device, InputPrecisions> outputPrecisions = new ConcurrentHashMap<>();
 
     /**
      * Wraps a block.
@@ -355,7 +356,11 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
         if (counting != null && arithmetic.putIfAbsent(device, counting) == null) {
             Fp32FallbackWarning.warnIfAny(r.plan(), counting);
         }
-        NDList fp32 = casting.toFp32(outputs);
+        NDList fp32 =
+                casting.toFp32(
+                        outputs,
+                        outputPrecisions.computeIfAbsent(
+                                device, d -> new InputPrecisions(devices.backend())));
         release.closeConsumed(outputs, inputs, fp32);
         return fp32;
     }

@@ -51,6 +51,8 @@ final class PrecisionStage extends ShadowBlock {
     // null once logged: the shadow tree is built per device, so this is once per block and device
     private volatile TrustBreadcrumb pendingBreadcrumb;
     private final String vouchedBy;
+    private volatile InputPrecisions inputPrecisions;
+    private volatile InputPrecisions labelPrecisions;
 
     PrecisionStage(Block inner, CastCategory category, String path, IntermediateRelease release) {
         this(inner, category, path, release, null);
@@ -192,9 +194,12 @@ final class PrecisionStage extends ShadowBlock {
         NDList outputs =
                 forwardAndReleaseCasts(
                         casting.delegate(),
-                        casting.toFp32(inputs),
+                        casting.toFp32(inputs, inputPrecisions(casting)),
                         inputs,
-                        labels == null ? null : castLabels(casting.toFp32(labels), labels),
+                        labels == null
+                                ? null
+                                : castLabels(
+                                        casting.toFp32(labels, labelPrecisions(casting)), labels),
                         labels,
                         training,
                         params);
@@ -215,11 +220,14 @@ final class PrecisionStage extends ShadowBlock {
         }
         CastingParameterStore low =
                 verdict == null ? casting : casting.withLayout(verdict.getLayout());
-        NDList cast = low.toLow(inputs);
+        NDList cast = low.toLow(inputs, inputPrecisions(casting));
         if (pendingBreadcrumb != null && low.computePrecision() == Precision.BF16) {
             leaveBreadcrumb(cast);
         }
-        NDList castLabels = labels == null ? null : castLabels(low.toLow(labels), labels);
+        NDList castLabels =
+                labels == null
+                        ? null
+                        : castLabels(low.toLow(labels, labelPrecisions(casting)), labels);
         NDList outputs;
         try {
             outputs =
@@ -289,6 +297,24 @@ final class PrecisionStage extends ShadowBlock {
         return run(casting.delegate(), inputs, labels, training, params);
     }
 
+    private InputPrecisions inputPrecisions(CastingParameterStore casting) {
+        InputPrecisions known = inputPrecisions;
+        if (known == null) {
+            known = new InputPrecisions(casting.backend());
+            inputPrecisions = known;
+        }
+        return known;
+    }
+
+    private InputPrecisions labelPrecisions(CastingParameterStore casting) {
+        InputPrecisions known = labelPrecisions;
+        if (known == null) {
+            known = new InputPrecisions(casting.backend());
+            labelPrecisions = known;
+        }
+        return known;
+    }
+
     /**
      * Logs the line that names this block before its first bf16 forward: if the block breaks its
      * promise, DJL ends the JVM in the forward and this line is the last trace djl-amp leaves.
@@ -319,9 +345,17 @@ final class PrecisionStage extends ShadowBlock {
         Shape shape = input.getShape();
         Device device = input.getDevice();
         Precision precision = casting.computePrecision();
+        Known last = lastVerdict;
+        // a verdict that checked the input's gradient kernel holds whether or not this input
+        // needs one, so the steady state asks the engine nothing (a stage whose input needs no
+        // gradient, the first layer's, still asks: a later input may need one)
+        if (last != null
+                && (last.gradient || !training)
+                && last.matches(shape, device, precision, training, last.gradient)) {
+            return last.verdict;
+        }
         // inference runs no backward: its input gradients are not checked, nor asked about
         boolean gradient = training && casting.checksInputGradient(input);
-        Known last = lastVerdict;
         if (last != null && last.matches(shape, device, precision, training, gradient)) {
             return last.verdict;
         }

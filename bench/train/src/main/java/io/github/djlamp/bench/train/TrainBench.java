@@ -21,6 +21,7 @@ import picocli.CommandLine.Command;
                         + " kernel verification.",
         subcommands = {
             ThroughputCommand.class,
+            HostProfileCommand.class,
             MemoryCommand.class,
             MemoryProbeCommand.class,
             BookkeepingCommand.class,

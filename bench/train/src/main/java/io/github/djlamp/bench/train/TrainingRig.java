@@ -219,6 +219,23 @@ public final class TrainingRig implements AutoCloseable {
     }
 
     /**
+     * Runs one training step as {@link #step()} does, with libtorch's profiler's markers: an {@link
+     * OpTrace#STEP_MARKER} operation before the step (not timed) and an {@link OpTrace#LOSS_MARKER}
+     * operation when the loss starts.
+     *
+     * @return the step's wall time in nanoseconds
+     */
+    long markedStep() {
+        try (NDManager m = trainer.getManager().newSubManager()) {
+            m.eye(2);
+            loss.beforeEvaluate = () -> m.arange(2f);
+            return step(null);
+        } finally {
+            loss.beforeEvaluate = null;
+        }
+    }
+
+    /**
      * On a GPU, waits until every queued kernel has run (as {@code torch.cuda.synchronize()}), so
      * that a clock read afterwards covers the step's device work; on the CPU, where DJL's calls
      * return when their work is done, does nothing.
@@ -267,6 +284,7 @@ public final class TrainingRig implements AutoCloseable {
 
         private final Loss delegate;
         private volatile Runnable atEvaluate;
+        private volatile Runnable beforeEvaluate;
 
         ProbedLoss(Loss delegate) {
             super(delegate.getName());
@@ -275,6 +293,10 @@ public final class TrainingRig implements AutoCloseable {
 
         @Override
         public NDArray evaluate(NDList labels, NDList predictions) {
+            Runnable before = beforeEvaluate;
+            if (before != null) {
+                before.run();
+            }
             NDArray value = delegate.evaluate(labels, predictions);
             Runnable hook = atEvaluate;
             if (hook != null) {
