@@ -59,6 +59,26 @@ public interface AmpBackend {
     NDArray cast(NDArray array, Precision target, MemoryLayout layout, NDManager resultManager);
 
     /**
+     * Casts several arrays as {@link #cast(NDArray, Precision, MemoryLayout, NDManager)} does each,
+     * in as few engine calls as the engine allows: a step's weight casts made at once.
+     *
+     * @param arrays FP32, FP16 or BF16 arrays on one device
+     * @param target the precision to cast to
+     * @param layout the memory layout of the results (channels-last for 4-dimensional arrays only)
+     * @param resultManager the manager that owns the results
+     * @return the casts, in the order of {@code arrays}
+     * @throws io.github.djlamp.amp.exception.AmpException if an array is not floating point
+     */
+    default NDList castAll(
+            List<NDArray> arrays, Precision target, MemoryLayout layout, NDManager resultManager) {
+        NDList casts = new NDList(arrays.size());
+        for (NDArray array : arrays) {
+            casts.add(cast(array, target, layout, resultManager));
+        }
+        return casts;
+    }
+
+    /**
      * Returns the precision of an array, knowing bfloat16 where DJL reports {@code UNKNOWN}.
      *
      * @param array an array

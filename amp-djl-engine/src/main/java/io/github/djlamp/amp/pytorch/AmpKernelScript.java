@@ -196,6 +196,15 @@ final class AmpKernelScript {
         return "to_" + precision.shortName() + "_" + memoryFormat(layout);
     }
 
+    /**
+     * The name of the method that casts a list of arrays to a precision and layout in one call,
+     * e.g. {@code to_bf16_2_all}; channels-last applies to the 4-dimensional ones, the others keep
+     * their layout (as {@code PtAmpBackend.cast} does one by one).
+     */
+    static String castAllMethod(Precision precision, MemoryLayout layout) {
+        return castMethod(precision, layout) + "_all";
+    }
+
     private static String castMethods() {
         StringBuilder methods = new StringBuilder();
         for (Precision precision : Precision.values()) {
@@ -208,6 +217,21 @@ final class AmpKernelScript {
                         .append(", False, False, ")
                         .append(memoryFormat(layout))
                         .append(")\n");
+                String format =
+                        layout == MemoryLayout.CHANNELS_LAST
+                                ? memoryFormat(layout)
+                                        + " if x.dim() == 4 else "
+                                        + memoryFormat(MemoryLayout.PRESERVE)
+                                : String.valueOf(memoryFormat(layout));
+                methods.append("  def ")
+                        .append(castAllMethod(precision, layout))
+                        .append("(self: __torch__." + CLASS_NAME)
+                        .append(", xs: List[Tensor]) -> List[Tensor]:\n")
+                        .append("    return [torch.to(x, ")
+                        .append(dtypeCode(precision))
+                        .append(", False, False, ")
+                        .append(format)
+                        .append(") for x in xs]\n");
             }
         }
         return methods.toString();

@@ -48,6 +48,8 @@ final class AmpKernels {
             for (MemoryLayout layout : MemoryLayout.values()) {
                 String method = AmpKernelScript.castMethod(precision, layout);
                 castMarkers.put(method, marker(method));
+                String all = AmpKernelScript.castAllMethod(precision, layout);
+                castMarkers.put(all, marker(all));
             }
         }
     }
@@ -89,6 +91,28 @@ final class AmpKernels {
     NDArray cast(PtNDArray array, Precision target, MemoryLayout layout) {
         NDArray marker = castMarkers.get(AmpKernelScript.castMethod(target, layout));
         return IValueUtils.forward(module, new NDList(array, marker), true).singletonOrThrow();
+    }
+
+    /**
+     * Casts every array in one call, with recording on; the arrays travel as one TorchScript list,
+     * their own names put back afterwards. The results land on the first array's manager.
+     */
+    NDList castAll(PtNDArray[] arrays, Precision target, MemoryLayout layout) {
+        NDList call = new NDList(arrays.length + 1);
+        String[] names = new String[arrays.length];
+        for (int i = 0; i < arrays.length; i++) {
+            names[i] = arrays[i].getName();
+            arrays[i].setName("xs[]");
+            call.add(arrays[i]);
+        }
+        call.add(castMarkers.get(AmpKernelScript.castAllMethod(target, layout)));
+        try {
+            return IValueUtils.forward(module, call, true);
+        } finally {
+            for (int i = 0; i < arrays.length; i++) {
+                arrays[i].setName(names[i]);
+            }
+        }
     }
 
     /**

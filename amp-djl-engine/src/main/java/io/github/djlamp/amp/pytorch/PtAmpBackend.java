@@ -79,6 +79,27 @@ public final class PtAmpBackend implements AmpBackend {
 
     /** {@inheritDoc} */
     @Override
+    public NDList castAll(
+            List<NDArray> arrays, Precision target, MemoryLayout layout, NDManager resultManager) {
+        if (arrays.size() < 2) {
+            return AmpBackend.super.castAll(arrays, target, layout, resultManager);
+        }
+        PtNDArray[] pt = new PtNDArray[arrays.size()];
+        for (int i = 0; i < pt.length; i++) {
+            pt[i] = requirePyTorch(arrays.get(i));
+            DataType type = pt[i].getDataType();
+            if (type != DataType.UNKNOWN && Precision.fromDataType(type) == null) {
+                // the one-by-one cast names the array and the fix
+                return AmpBackend.super.castAll(arrays, target, layout, resultManager);
+            }
+        }
+        NDList result = kernels().castAll(pt, target, layout);
+        result.attach(resultManager);
+        return result;
+    }
+
+    /** {@inheritDoc} */
+    @Override
     public Precision precisionOf(NDArray array) {
         DataType type = array.getDataType();
         if (type != DataType.UNKNOWN) {

@@ -2,11 +2,16 @@ package io.github.djlamp.amp.cast.internal;
 
 import ai.djl.Device;
 import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import ai.djl.nn.Parameter;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.MemoryLayout;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
@@ -18,6 +23,11 @@ import java.util.concurrent.atomic.AtomicLong;
  * <p>Casts are owned by the step's manager (the batch's, in {@code EasyTrain}), so they are freed
  * when the step ends; the cache only remembers them until then, and forgets a parameter's casts
  * when the optimizer updates it.
+ *
+ * <p>A weight read that finds no valid cast casts, in the same engine call, every weight of its
+ * device, precision and layout read before whose cast is gone: the step's first weight read casts
+ * the step's weights at once (one call instead of one a layer, the host's cost at small batches). A
+ * weight no forward reads any more is still cast each step until the cache is cleared.
  */
 public final class WeightCastCache {
 
@@ -25,6 +35,12 @@ public final class WeightCastCache {
 
     /** Parameter id to that parameter's casts (one per device, precision and layout). */
     private final Map<String, Map<Key, Entry>> entries = new ConcurrentHashMap<>();
+
+    /**
+     * Per device, precision and layout: each parameter cast so far and its master when last cast,
+     * in the order of their first reads; a synchronized map's lock guards each.
+     */
+    private final Map<Key, Map<String, NDArray>> masters = new ConcurrentHashMap<>();
 
     private final AtomicLong castsMade = new AtomicLong();
 
@@ -60,9 +76,46 @@ public final class WeightCastCache {
         if (cached != null && cached.isValidFor(master, stepManager)) {
             return cached.cast();
         }
-        NDArray cast = cast(master, target, layout, stepManager);
-        casts.put(key, new Entry(master, cast));
-        return cast;
+        Map<String, NDArray> cast = castTogether(key, parameter.getId(), master, stepManager);
+        return cast.get(parameter.getId());
+    }
+
+    /**
+     * Casts {@code master} together with every parameter cast in this key before whose cast is no
+     * longer valid (a new step, an update), in one engine call: the step's first weight read casts
+     * the weights the forward will read after it, in the order it read them last time.
+     */
+    private Map<String, NDArray> castTogether(
+            Key key, String parameterId, NDArray master, NDManager stepManager) {
+        Map<String, NDArray> stale = new LinkedHashMap<>();
+        stale.put(parameterId, master);
+        Map<String, NDArray> read = masters.computeIfAbsent(key, k -> new LinkedHashMap<>());
+        synchronized (read) {
+            read.put(parameterId, master);
+            for (Map.Entry<String, NDArray> known : read.entrySet()) {
+                NDArray last = known.getValue();
+                if (stale.containsKey(known.getKey()) || last.isReleased()) {
+                    continue;
+                }
+                Map<Key, Entry> casts = entries.get(known.getKey());
+                Entry cached = casts == null ? null : casts.get(key);
+                if (cached == null || !cached.isValidFor(last, stepManager)) {
+                    stale.put(known.getKey(), last);
+                }
+            }
+        }
+        List<NDArray> toCast = new ArrayList<>(stale.values());
+        NDList made = backend.castAll(toCast, key.precision(), key.layout(), stepManager);
+        castsMade.addAndGet(toCast.size());
+        Map<String, NDArray> byId = new HashMap<>();
+        int i = 0;
+        for (Map.Entry<String, NDArray> e : stale.entrySet()) {
+            NDArray cast = made.get(i++);
+            byId.put(e.getKey(), cast);
+            entries.computeIfAbsent(e.getKey(), id -> new ConcurrentHashMap<>())
+                    .put(key, new Entry(e.getValue(), cast));
+        }
+        return byId;
     }
 
     /**
@@ -93,6 +146,7 @@ public final class WeightCastCache {
     /** Forgets every cast. */
     public void clear() {
         entries.clear();
+        masters.clear();
     }
 
     /**

@@ -70,7 +70,7 @@ final class HostProfileCommand implements Callable<Integer> {
         JsonArray variantsJson = new JsonArray();
         Path dir = Files.createTempDirectory("djl-amp-host");
         System.out.printf(
-                "%-22s %7s %7s | %7s %7s %7s %7s %7s | %7s %6s %7s %7s | %6s %6s%n",
+                "%-22s %7s %7s | %7s %7s %7s %7s %7s | %7s %6s %7s %7s | %6s %6s | %6s %7s%n",
                 "variant", "step", "fwd", "ampJava", "djlJava", "other", "djlNat", "ampNat",
                 "fwdWall", "fwdOps", "fwdOpMs", "fwdHost", "bwdOps", "updOps");
         for (Variant variant : Variant.listOf(variants)) {
@@ -117,11 +117,14 @@ final class HostProfileCommand implements Callable<Integer> {
                 profiled.add("update", ops.update().toJson());
                 double forwardHost = forwardWall - ops.forward().opMsPerStep();
                 profiled.addProperty("forwardHostMs", round(forwardHost));
+                profiled.add("step", ops.step().toJson());
+                double stepHost = profiledMs / steps - ops.step().opMsPerStep();
+                profiled.addProperty("stepHostMs", round(stepHost));
                 v.add("profiled", profiled);
                 variantsJson.add(v);
                 System.out.printf(
                         "%-22s %7.2f %7.2f | %7.2f %7.2f %7.2f %7.2f %7.2f | %7.2f %6.0f %7.2f"
-                                + " %7.2f | %6.0f %6.0f%n",
+                                + " %7.2f | %6.0f %6.0f | %6.0f %7.2f%n",
                         variant.key(),
                         sampled.get("stepMs").getAsDouble(),
                         sampled.get("forwardMs").getAsDouble(),
@@ -135,7 +138,9 @@ final class HostProfileCommand implements Callable<Integer> {
                         ops.forward().opMsPerStep(),
                         forwardHost,
                         ops.lossAndBackward().opsPerStep(),
-                        ops.update().opsPerStep());
+                        ops.update().opsPerStep(),
+                        ops.step().opsPerStep(),
+                        stepHost);
             }
         }
         json.add("variants", variantsJson);

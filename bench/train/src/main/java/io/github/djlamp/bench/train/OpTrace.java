@@ -137,6 +137,23 @@ final class OpTrace {
         return phase(2);
     }
 
+    /**
+     * The whole step: every top-level operation after the step marker.
+     *
+     * @return its operations per step
+     */
+    Phase step() {
+        double count = 0;
+        double micros = 0;
+        for (List<Op> step : steps) {
+            for (Op op : step) {
+                count++;
+                micros += op.duration();
+            }
+        }
+        return new Phase(count / steps.size(), micros / 1000 / steps.size());
+    }
+
     /** Part 0 before the loss marker, 1 from it to the backward's end, 2 after. */
     private Phase phase(int part) {
         double count = 0;

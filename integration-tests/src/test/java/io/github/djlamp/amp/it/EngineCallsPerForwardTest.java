@@ -1,0 +1,150 @@
+package io.github.djlamp.amp.it;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import ai.djl.Model;
+import ai.djl.basicmodelzoo.cv.classification.ResNetV1;
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.DataType;
+import ai.djl.ndarray.types.Shape;
+import ai.djl.nn.Block;
+import ai.djl.pytorch.jni.JniUtils;
+import ai.djl.training.DefaultTrainingConfig;
+import ai.djl.training.GradientCollector;
+import ai.djl.training.Trainer;
+import ai.djl.training.loss.Loss;
+import ai.djl.training.optimizer.Optimizer;
+import ai.djl.training.tracker.Tracker;
+import com.google.gson.JsonElement;
+import com.google.gson.JsonObject;
+import com.google.gson.JsonParser;
+import io.github.djlamp.amp.Amp;
+import java.io.Reader;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * What a 16-bit forward asks of the engine in the steady state, counted as libtorch's profiler sees
+ * it (each operation the JVM calls into libtorch is one top-level event): DJL's own operations,
+ * plus the input's cast, the output's cast and one call casting the step's weights. Before issue
+ * 41, each 16-bit layer added a cast of its weight and of its bias, a question whether its input
+ * needs a gradient and one about its input's type: 109 calls more than DJL's 155 on ResNetV1-18.
+ */
+class EngineCallsPerForwardTest {
+
+    @TempDir Path dir;
+
+    @Test
+    void aSteadyBf16ForwardCallsTheEngineAsOftenAsDjlsOwnPlusFourCalls() throws Exception {
+        List<String> djl = steadyForwardOps(resnet(), false);
+        List<String> amp = steadyForwardOps(Amp.wrap(resnet(), "mixed_bfloat16"), true);
+        long convolutions = djl.stream().filter("aten::conv2d"::equals).count();
+        assertEquals(
+                convolutions,
+                amp.stream().filter("aten::conv2d"::equals).count(),
+                "every convolution runs in both");
+        List<String> added = new ArrayList<>(amp);
+        for (String op : djl) {
+            added.remove(op);
+        }
+        assertTrue(
+                amp.size() <= djl.size() + 4,
+                "djl-amp's bf16 forward calls the engine "
+                        + amp.size()
+                        + " times, DJL's fp32 forward "
+                        + djl.size()
+                        + "; djl-amp's calls beyond DJL's: "
+                        + added);
+    }
+
+    private static Block resnet() {
+        return ResNetV1.builder()
+                .setImageShape(new Shape(1, 16, 16))
+                .setNumLayers(20)
+                .setOutSize(10)
+                .build();
+    }
+
+    /** The top-level operations of the third training forward, in order. */
+    private List<String> steadyForwardOps(Block block, boolean amp) throws Exception {
+        try (Model model = Model.newInstance("calls-" + amp, "PyTorch")) {
+            model.setBlock(block);
+            DefaultTrainingConfig config =
+                    new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss())
+                            .optOptimizer(
+                                    Optimizer.sgd()
+                                            .setLearningRateTracker(Tracker.fixed(0.01f))
+                                            .build());
+            try (Trainer trainer =
+                    model.newTrainer(amp ? Amp.configure(config, model.getBlock()) : config)) {
+                trainer.initialize(new Shape(2, 1, 16, 16));
+                Path trace = dir.resolve("trace-" + amp + ".json");
+                for (int step = 0; step < 3; step++) {
+                    try (NDManager m = trainer.getManager().newSubManager()) {
+                        NDArray x = m.randomUniform(0f, 1f, new Shape(2, 1, 16, 16));
+                        NDArray y = m.create(new float[] {1, 3});
+                        try (GradientCollector collector = trainer.newGradientCollector()) {
+                            if (step == 2) {
+                                JniUtils.startProfile(false, false, false);
+                            }
+                            NDList out;
+                            try {
+                                out = trainer.forward(new NDList(x));
+                            } finally {
+                                if (step == 2) {
+                                    JniUtils.stopProfile(trace.toString());
+                                }
+                            }
+                            assertEquals(DataType.FLOAT32, out.head().getDataType());
+                            collector.backward(trainer.getLoss().evaluate(new NDList(y), out));
+                        }
+                        trainer.step();
+                    }
+                }
+                return topLevelOps(trace);
+            }
+        }
+    }
+
+    /** The names of the trace's events that no other event encloses, in time order. */
+    private static List<String> topLevelOps(Path trace) throws Exception {
+        List<JsonObject> events = new ArrayList<>();
+        try (Reader reader = Files.newBufferedReader(trace)) {
+            JsonElement root = JsonParser.parseReader(reader);
+            for (JsonElement e :
+                    root.isJsonArray()
+                            ? root.getAsJsonArray()
+                            : root.getAsJsonObject().getAsJsonArray("traceEvents")) {
+                JsonObject event = e.getAsJsonObject();
+                if (event.has("ph") && "X".equals(event.get("ph").getAsString())) {
+                    events.add(event);
+                }
+            }
+        }
+        events.sort(
+                Comparator.comparingDouble((JsonObject e) -> e.get("ts").getAsDouble())
+                        .thenComparingDouble(e -> -duration(e)));
+        List<String> top = new ArrayList<>();
+        double openUntil = Double.NEGATIVE_INFINITY;
+        for (JsonObject event : events) {
+            double start = event.get("ts").getAsDouble();
+            if (start >= openUntil) {
+                top.add(event.get("name").getAsString());
+                openUntil = start + duration(event);
+            }
+        }
+        return top;
+    }
+
+    private static double duration(JsonObject event) {
+        return event.has("dur") ? event.get("dur").getAsDouble() : 0;
+    }
+}
