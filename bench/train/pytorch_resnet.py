@@ -47,8 +47,12 @@ NETWORKS = {
 # 4 heads, feed-forward 1024, GELU, on sequences of 128 steps of 256 features; Adam.
 TRANSFORMERS = {
     # key: (blocks, sequence, width, heads, hidden)
+    "transformer": (6, 64, 256, 4, 1024),
     "transformer-256": (4, 128, 256, 4, 1024),
 }
+# Network.TRANSFORMER projects 64 input features to the width with a Linear first; SGD as the
+# ResNets (transformer-256 alone trains with Adam)
+INPUT_FEATURES = {"transformer": 64}
 # DJL's Adam defaults (ai.djl.training.optimizer.Adam.Builder)
 ADAM_LEARNING_RATE = 0.001
 ADAM_BETAS = (0.9, 0.999)
@@ -199,9 +203,11 @@ class TransformerEncoder(nn.Module):
         return self.output_norm(self.feed_forward(normalized) + x)
 
 
-def transformer(blocks, sequence, width, heads, hidden):
-    """Network.TRANSFORMER_256.build(): the encoder blocks, a flatten and a Linear classifier."""
-    layers = [TransformerEncoder(width, heads, hidden) for _ in range(blocks)]
+def transformer(blocks, sequence, width, heads, hidden, features=None):
+    """Network.TRANSFORMER(_256).build(): an input projection where there are other features than
+    the width, the encoder blocks, a flatten and a Linear classifier."""
+    layers = [] if features is None else [nn.Linear(features, width)]
+    layers += [TransformerEncoder(width, heads, hidden) for _ in range(blocks)]
     layers += [nn.Flatten(), nn.Linear(sequence * width, CLASSES)]
     return nn.Sequential(*layers)
 
@@ -209,8 +215,10 @@ def transformer(blocks, sequence, width, heads, hidden):
 def describe(network):
     if network in TRANSFORMERS:
         blocks, sequence, width, heads, hidden = TRANSFORMERS[network]
-        return "Transformer encoder, %d blocks of width %d (%d heads, hidden %d), sequences %dx%d, Adam" % (
-            blocks, width, heads, hidden, sequence, width)
+        features = INPUT_FEATURES.get(network)
+        return "Transformer encoder, %d blocks of width %d (%d heads, hidden %d), sequences %dx%d, %s" % (
+            blocks, width, heads, hidden, sequence, features or width,
+            "SGD" if features else "Adam")
     layers, channels, height, width = NETWORKS[network]
     return "ResNetV1-%d, %dx%dx%d" % (layers, channels, height, width)
 
@@ -227,8 +235,11 @@ class Rig:
             if self.channels_last:
                 raise ValueError("channels-last variants are for the ResNets, not " + network)
             blocks, sequence, width, heads, hidden = TRANSFORMERS[network]
-            self.shape = (batch, sequence, width)
-            self.model = transformer(blocks, sequence, width, heads, hidden).to(self.device)
+            features = INPUT_FEATURES.get(network)
+            self.shape = (batch, sequence, features or width)
+            self.model = transformer(blocks, sequence, width, heads, hidden, features).to(
+                self.device
+            )
         else:
             layers, channels, height, width = NETWORKS[network]
             self.shape = (batch, channels, height, width)
@@ -236,7 +247,7 @@ class Rig:
         if self.channels_last:
             self.model = self.model.to(memory_format=torch.channels_last)
         self.model.train()
-        if network in TRANSFORMERS:
+        if network == "transformer-256":
             self.optimizer = torch.optim.Adam(
                 self.model.parameters(), lr=ADAM_LEARNING_RATE, betas=ADAM_BETAS, eps=ADAM_EPSILON
             )

@@ -29,6 +29,15 @@
 #                                bf16 autocast (NCHW and channels-last); NETWORK (default resnet18)
 #                                at BATCHES (default 8,32,64), REPEAT processes each (default 1);
 #                                writes bench/train/target/RESULTS-memory.md (RESULTS.md is not touched)
+#   bench/train/run.sh --host     issue 41's host profile: where a training step's host time goes at
+#                                overhead-bound shapes (ResNetV1-18 1x32x32 and the 6-block
+#                                transformer 64x64, batch 1, one intra-op thread unless THREADS says
+#                                otherwise, STEPS per window, default 30): Java (djl-amp's, DJL's) and
+#                                native calls from the JDK's sampler, then libtorch's operations per
+#                                phase and each phase's host time, for DJL fp32, djl-amp fp32 and
+#                                bf16 (fused), and the same from PyTorch's profiler for PyTorch eager
+#                                fp32 and bf16 autocast; writes bench/train/target/results-host/
+#                                (RESULTS.md is not touched)
 #
 # Environment: THREADS (intra-op threads of both frameworks, default nproc), PYTHON (default
 # /usr/bin/python3, Debian's interpreter, where `apt-get install python3-torch` puts PyTorch).
@@ -42,6 +51,7 @@ checkpointing=false
 transformer=false
 memory=false
 d2l=false
+host=false
 for arg in "$@"; do
     case "$arg" in
         --quick) quick=true ;;
@@ -49,7 +59,8 @@ for arg in "$@"; do
         --transformer) transformer=true ;;
         --memory) memory=true ;;
         --d2l) d2l=true ;;
-        *) echo "unknown argument: $arg (use --quick, --checkpointing, --transformer, --d2l, --memory or nothing)" >&2; exit 2 ;;
+        --host) host=true ;;
+        *) echo "unknown argument: $arg (use --quick, --checkpointing, --transformer, --d2l, --memory, --host or nothing)" >&2; exit 2 ;;
     esac
 done
 
@@ -133,6 +144,29 @@ if $transformer; then
     tb throughput --network transformer-256 --batch 16 --warmup 1 --steps "$steps" \
         --variants djl-fp32,djl-amp-bf16 --out "$out/throughput-transformer-256-djl.json"
     write_memory_results bench/train/target/RESULTS-transformer.md "THREADS=$threads, STEPS=$steps"
+    exit 0
+fi
+if $host; then
+    threads="${THREADS:-1}"
+    steps="${STEPS:-30}"
+    prepare_part bench/train/target/results-host
+    for network in resnet18 transformer; do
+        echo "== $network host profile (DJL, djl-amp), batch 1, $threads threads, load $load_start"
+        java -Dai.djl.offline=true -Dai.djl.pytorch.num_threads="$threads" \
+            -Dorg.slf4j.simpleLogger.defaultLogLevel=error \
+            -cp "$classpath" io.github.djlamp.bench.train.TrainBench host --network "$network" \
+            --batch 1 --steps "$steps" --variants djl-fp32,djl-amp-fp32,djl-amp-bf16-fused \
+            --out "$out/host-$network-djl.json"
+        if "$python" -c 'import torch' 2>/dev/null; then
+            echo "== $network host profile (PyTorch eager)"
+            (cd bench/train && "$python" pytorch_host.py --network "$network" --batch 1 \
+                --threads "$threads" --steps "$steps" --variants pt-fp32,pt-bf16-autocast \
+                --out "$root/$out/host-$network-pt.json")
+        else
+            echo "== no PyTorch for $python: the PyTorch rows are left out (apt-get install python3-torch)"
+        fi
+    done
+    echo "load at the end $(cut -d' ' -f1-3 /proc/loadavg)"
     exit 0
 fi
 if $d2l; then

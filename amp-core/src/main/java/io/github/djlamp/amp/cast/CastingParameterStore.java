@@ -13,6 +13,7 @@ import ai.djl.util.Pair;
 import io.github.djlamp.amp.cast.checkpoint.CheckpointSaving;
 import io.github.djlamp.amp.cast.checkpoint.SegmentStore;
 import io.github.djlamp.amp.cast.internal.WeightCastCache;
+import io.github.djlamp.amp.cast.strategy.InputPrecisions;
 import io.github.djlamp.amp.cast.strategy.StageStore;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.spi.AmpBackend;
@@ -165,6 +166,16 @@ final class CastingParameterStore extends StageStore implements SegmentStore {
             String path, String what, NDArray left, NDArray right, boolean training) {
         if (verifier == null) {
             return true;
+        }
+        if (training) {
+            // a verdict that checked the operands' gradients holds whether or not they need them:
+            // the steady state asks the engine nothing
+            KernelVerdict checked =
+                    verifier.productVerdictIfChecked(
+                            path, what, left, right, computePrecision, true);
+            if (checked != null) {
+                return checked.runsLowPrecision();
+            }
         }
         boolean gradients = training && (checksInputGradient(left) || checksInputGradient(right));
         return verifier.productVerdict(path, what, left, right, computePrecision, gradients)
@@ -373,7 +384,8 @@ final class CastingParameterStore extends StageStore implements SegmentStore {
     }
 
     /** Casts floating arrays to contiguous fp32, reading their precisions through {@code known}. */
-    NDList toFp32(NDList arrays, InputPrecisions known) {
+    @Override
+    public NDList toFp32(NDList arrays, InputPrecisions known) {
         return castFloating(arrays, Precision.FP32, MemoryLayout.CONTIGUOUS, known);
     }
 
@@ -384,6 +396,11 @@ final class CastingParameterStore extends StageStore implements SegmentStore {
     @Override
     public NDList toCompute(NDList arrays) {
         return castFloating(arrays, computePrecision, MemoryLayout.PRESERVE, null);
+    }
+
+    @Override
+    public NDList toCompute(NDList arrays, InputPrecisions known) {
+        return castFloating(arrays, computePrecision, MemoryLayout.PRESERVE, known);
     }
 
     /** Casts floating arrays to contiguous fp32, safe for any DJL operation. */

@@ -13,6 +13,7 @@ import ai.djl.util.PairList;
 import io.github.djlamp.amp.cast.checkpoint.CheckpointPlan;
 import io.github.djlamp.amp.cast.checkpoint.Checkpoints;
 import io.github.djlamp.amp.cast.internal.TrainingLink;
+import io.github.djlamp.amp.cast.strategy.InputPrecisions;
 import io.github.djlamp.amp.policy.ModelPlan;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.policy.PrecisionPolicy;

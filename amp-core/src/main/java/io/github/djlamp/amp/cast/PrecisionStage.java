@@ -10,6 +10,7 @@ import ai.djl.nn.Block;
 import ai.djl.training.ParameterStore;
 import ai.djl.util.Pair;
 import ai.djl.util.PairList;
+import io.github.djlamp.amp.cast.strategy.InputPrecisions;
 import io.github.djlamp.amp.cast.strategy.ShadowBlock;
 import io.github.djlamp.amp.exception.AmpException;
 import io.github.djlamp.amp.policy.BlockPaths;

@@ -18,6 +18,11 @@ public final class KernelVerdicts {
 
     private KernelVerdicts() {}
 
+    /** The verdict of a signature already checked, or null. */
+    static KernelVerdict get(String key) {
+        return VERDICTS.get(key);
+    }
+
     static KernelVerdict computeIfAbsent(String key, Supplier<KernelVerdict> check) {
         return VERDICTS.computeIfAbsent(
                 key,

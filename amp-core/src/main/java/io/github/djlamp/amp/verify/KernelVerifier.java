@@ -208,6 +208,46 @@ public final class KernelVerifier {
     }
 
     /**
+     * Returns the verdict {@link #productVerdict} would return where its signature has been checked
+     * already, without checking it: null where it has not.
+     *
+     * @param path where the product is, for the report
+     * @param what which product
+     * @param left the left operand
+     * @param right the right operand
+     * @param precision the precision it computes in
+     * @param gradients whether the check covered the operands' gradients
+     * @return the verdict, or null where this signature has not been checked
+     */
+    public KernelVerdict productVerdictIfChecked(
+            String path,
+            String what,
+            NDArray left,
+            NDArray right,
+            Precision precision,
+            boolean gradients) {
+        String operation = productOperation(what, right.getShape());
+        String key =
+                productKey(
+                        backend,
+                        operation,
+                        left.getShape(),
+                        left.getDevice(),
+                        precision,
+                        gradients);
+        if (KernelVerdicts.get(key) == null) {
+            return null;
+        }
+        return verdictOf(
+                key,
+                path,
+                "product",
+                () -> {
+                    throw new IllegalStateException("checked already: " + key);
+                });
+    }
+
+    /**
      * The verdict of a signature, checked by {@code check} the first time; a defect is reported for
      * the first check and for each new path that meets it.
      */

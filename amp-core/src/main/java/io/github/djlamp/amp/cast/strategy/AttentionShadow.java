@@ -31,6 +31,14 @@ public final class AttentionShadow extends MirroredComposite {
     private final Block resultProjection;
     private final Block probabilityDropout;
     private final boolean lowProducts;
+    // where the forward casts, each place's precisions decided once (a race only asks twice)
+    private static final int KEYS = 0;
+    private static final int QUERIES = 1;
+    private static final int VALUES = 2;
+    private static final int SCORES = 3;
+    private static final int WEIGHTS = 4;
+    private static final int FALLBACK = 5;
+    private final InputPrecisions[] places = new InputPrecisions[6];
     private final String path;
     // the products' unit, as the precision summary and the arithmetic share name it
     private final String productsPath;
@@ -96,9 +104,9 @@ public final class AttentionShadow extends MirroredComposite {
         NDList keys = keyProjection.forward(store, keyInput, training, params);
         NDList queries = queryProjection.forward(store, queryInput, training, params);
         NDList values = valueProjection.forward(store, valueInput, training, params);
-        NDList keyHeads = products(store, heads(keys.head(), b, from, n, h));
-        NDList queryHeads = products(store, heads(queries.head(), b, to, n, h));
-        NDList valueHeads = products(store, heads(values.head(), b, from, n, h));
+        NDList keyHeads = products(store, KEYS, heads(keys.head(), b, from, n, h));
+        NDList queryHeads = products(store, QUERIES, heads(queries.head(), b, to, n, h));
+        NDList valueHeads = products(store, VALUES, heads(values.head(), b, from, n, h));
         release.closeConsumed(new NDList(keys).addAll(queries).addAll(values), inputs);
 
         NDArray transposedKeys = keyHeads.head().transpose(0, 1, 3, 2);
@@ -113,12 +121,12 @@ public final class AttentionShadow extends MirroredComposite {
             release.closeConsumed(new NDList(scaled), inputs);
             scaled = masked;
         }
-        NDList fp32Scores = store.toFp32(new NDList(scaled));
+        NDList fp32Scores = store.toFp32(new NDList(scaled), place(store, SCORES));
         NDArray probabilities = fp32Scores.head().softmax(3);
         release.closeConsumed(new NDList(scaled).addAll(fp32Scores), inputs);
         NDList dropped =
                 probabilityDropout.forward(store, new NDList(probabilities), training, null);
-        NDList weights = products(store, dropped);
+        NDList weights = products(store, WEIGHTS, dropped);
         release.closeConsumed(new NDList(probabilities).addAll(dropped), inputs, weights);
 
         boolean valuesInFp32 =
@@ -162,7 +170,7 @@ public final class AttentionShadow extends MirroredComposite {
         if (!inFp32) {
             return left.matMul(right);
         }
-        NDList fp32 = store.toFp32(new NDList(left, right));
+        NDList fp32 = store.toFp32(new NDList(left, right), place(store, FALLBACK));
         NDArray result = fp32.get(0).matMul(fp32.get(1));
         release.closeConsumed(fp32, inputs, new NDList(left, right));
         return result;
@@ -174,12 +182,23 @@ public final class AttentionShadow extends MirroredComposite {
     }
 
     /** The operands of an attention product, in the products' precision. */
-    private NDList products(StageStore store, NDArray array) {
-        return products(store, new NDList(array));
+    private NDList products(StageStore store, int place, NDArray array) {
+        return products(store, place, new NDList(array));
     }
 
-    private NDList products(StageStore store, NDList arrays) {
-        return lowProducts ? store.toCompute(arrays) : store.toFp32(arrays);
+    private NDList products(StageStore store, int place, NDList arrays) {
+        InputPrecisions known = place(store, place);
+        return lowProducts ? store.toCompute(arrays, known) : store.toFp32(arrays, known);
+    }
+
+    /** The precisions of the arrays cast at one place of the forward, decided once. */
+    private InputPrecisions place(StageStore store, int place) {
+        InputPrecisions known = places[place];
+        if (known == null) {
+            known = new InputPrecisions(store.backend());
+            places[place] = known;
+        }
+        return known;
     }
 
     /** DJL's additive mask: 0 where the mask is 1, -100000 where it is 0; a 4-d mask as it is. */

@@ -37,6 +37,7 @@ public final class AutocastStage extends ShadowBlock {
     private volatile String fallback;
     private volatile Precision lastComputed;
     private volatile boolean refusalAsked;
+    private volatile InputPrecisions computedPrecisions;
 
     /**
      * Makes the stage of {@code inner}.
@@ -125,10 +126,21 @@ public final class AutocastStage extends ShadowBlock {
                     e.getMessage());
             return outputs;
         }
-        lastComputed = computed.isEmpty() ? null : backend.precisionOf(computed.head());
-        NDList outputs = casting.toFp32(computed);
+        InputPrecisions known = outputPrecisions(backend);
+        lastComputed = computed.isEmpty() ? null : known.of(0, computed.head());
+        NDList outputs = casting.toFp32(computed, known);
         release.closeConsumed(computed, inputs, outputs);
         return outputs;
+    }
+
+    /** The precisions of the outputs libtorch's autocast computes, decided at the first forward. */
+    private InputPrecisions outputPrecisions(AmpBackend backend) {
+        InputPrecisions known = computedPrecisions;
+        if (known == null) {
+            known = new InputPrecisions(backend);
+            computedPrecisions = known;
+        }
+        return known;
     }
 
     private NDList forwardFp32(

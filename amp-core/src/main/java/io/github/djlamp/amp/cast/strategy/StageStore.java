@@ -56,12 +56,32 @@ public abstract class StageStore extends ParameterStore {
     public abstract NDList toCompute(NDList arrays);
 
     /**
+     * Casts like {@link #toCompute(NDList)}, reading the arrays' precisions through {@code known}:
+     * the same place of every forward.
+     *
+     * @param arrays the arrays
+     * @param known the place's precisions, decided once
+     * @return the arrays, those that were cast replaced by their casts
+     */
+    public abstract NDList toCompute(NDList arrays, InputPrecisions known);
+
+    /**
      * Casts floating arrays to contiguous fp32, safe for any DJL operation.
      *
      * @param arrays the arrays
      * @return the arrays, those that were cast replaced by their casts
      */
     public abstract NDList toFp32(NDList arrays);
+
+    /**
+     * Casts like {@link #toFp32(NDList)}, reading the arrays' precisions through {@code known}: the
+     * same place of every forward.
+     *
+     * @param arrays the arrays
+     * @param known the place's precisions, decided once
+     * @return the arrays, those that were cast replaced by their casts
+     */
+    public abstract NDList toFp32(NDList arrays, InputPrecisions known);
 
     /**
      * Returns whether a product of two activations that this forward computes in the compute

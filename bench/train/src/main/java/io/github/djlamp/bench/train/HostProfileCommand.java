@@ -72,7 +72,7 @@ final class HostProfileCommand implements Callable<Integer> {
         System.out.printf(
                 "%-22s %7s %7s | %7s %7s %7s %7s %7s | %7s %6s %7s %7s | %6s %6s | %6s %7s%n",
                 "variant", "step", "fwd", "ampJava", "djlJava", "other", "djlNat", "ampNat",
-                "fwdWall", "fwdOps", "fwdOpMs", "fwdHost", "bwdOps", "updOps");
+                "fwdWall", "fwdOps", "fwdOpMs", "fwdHost", "bwdOps", "updOps", "ops", "host");
         for (Variant variant : Variant.listOf(variants)) {
             try (TrainingRig rig = TrainingRig.create(net, variant, batch)) {
                 for (int i = 0; i < warmup; i++) {

@@ -1,4 +1,4 @@
-package io.github.djlamp.amp.cast;
+package io.github.djlamp.amp.cast.strategy;
 
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.types.DataType;
@@ -8,7 +8,7 @@ import java.util.Arrays;
 
 /**
  * The precision of each array one place of the shadow tree casts (a stage's inputs, the wrapper's
- * outputs), decided once where DJL cannot name the type.
+ * outputs, an attention product's operands), decided once where DJL cannot name the type.
  *
  * <p>DJL's PyTorch engine reads a bf16 array as {@link DataType#UNKNOWN}, so the engine layer asks
  * libtorch, a TorchScript call, for each such array: at every 16-bit stage of every forward. The
@@ -16,7 +16,7 @@ import java.util.Arrays;
  * an unnamed type there resolved to the first time is what it resolves to afterwards; a type DJL
  * names (fp32, fp16, an integer) is read from DJL every time, as its arrays keep it.
  */
-final class InputPrecisions {
+public final class InputPrecisions {
 
     /** What a position resolved to when it held no floating array. */
     private static final Object NOT_FLOATING = new Object();
@@ -25,7 +25,12 @@ final class InputPrecisions {
     // the stage belongs to one device's shadow tree; a race only asks the engine twice
     private volatile Object[] resolved = new Object[0];
 
-    InputPrecisions(AmpBackend backend) {
+    /**
+     * Makes the precisions of one place, none decided yet.
+     *
+     * @param backend the engine layer that answers the first time
+     */
+    public InputPrecisions(AmpBackend backend) {
         this.backend = backend;
     }
 
@@ -36,7 +41,7 @@ final class InputPrecisions {
      * @param array the array
      * @return its precision, or null for an array that is not floating point
      */
-    Precision of(int position, NDArray array) {
+    public Precision of(int position, NDArray array) {
         if (array.getDataType() != DataType.UNKNOWN) {
             return backend.precisionOf(array);
         }
