@@ -117,6 +117,10 @@ final class HostProfileCommand implements Callable<Integer> {
                 profiled.add("update", ops.update().toJson());
                 double forwardHost = forwardWall - ops.forward().opMsPerStep();
                 profiled.addProperty("forwardHostMs", round(forwardHost));
+                double updateWall = mean(rig.getTrainer().getMetrics(), "step");
+                profiled.addProperty("updateMs", updateWall);
+                profiled.addProperty(
+                        "updateHostMs", round(updateWall - ops.update().opMsPerStep()));
                 profiled.add("step", ops.step().toJson());
                 double stepHost = profiledMs / steps - ops.step().opMsPerStep();
                 profiled.addProperty("stepHostMs", round(stepHost));
