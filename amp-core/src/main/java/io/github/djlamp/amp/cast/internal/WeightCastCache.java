@@ -18,6 +18,11 @@ import java.util.concurrent.atomic.AtomicLong;
  * <p>Casts are owned by the step's manager (the batch's, in {@code EasyTrain}), so they are freed
  * when the step ends; the cache only remembers them until then, and forgets a parameter's casts
  * when the optimizer updates it.
+ *
+ * <p>A cast made while autograd was not recording (a training-mode forward with no gradient
+ * collector open: a loss logged by hand before the step's own forward) is no node of any graph:
+ * reused by a recording forward, the gradient would stop at it and never reach the master. Such a
+ * cast serves only forwards that do not record either.
  */
 public final class WeightCastCache {
 
@@ -57,12 +62,22 @@ public final class WeightCastCache {
         Map<Key, Entry> casts =
                 entries.computeIfAbsent(parameter.getId(), id -> new ConcurrentHashMap<>());
         Entry cached = casts.get(key);
-        if (cached != null && cached.isValidFor(master, stepManager)) {
+        boolean recording = isRecording();
+        if (cached != null && cached.isValidFor(master, stepManager, recording)) {
             return cached.cast();
         }
         NDArray cast = cast(master, target, layout, stepManager);
-        casts.put(key, new Entry(master, cast));
+        casts.put(key, new Entry(master, cast, recording));
         return cast;
+    }
+
+    /** Whether autograd records; an engine layer that cannot tell is taken to record. */
+    private boolean isRecording() {
+        try {
+            return backend.isRecording();
+        } catch (UnsupportedOperationException e) {
+            return true;
+        }
     }
 
     /**
@@ -104,10 +119,14 @@ public final class WeightCastCache {
         return castsMade.get();
     }
 
-    /** A cast and the master it was made from: loading a model replaces the master arrays. */
-    private record Entry(NDArray master, NDArray cast) {
-        boolean isValidFor(NDArray currentMaster, NDManager stepManager) {
+    /**
+     * A cast, the master it was made from (loading a model replaces the master arrays) and whether
+     * autograd recorded the cast.
+     */
+    private record Entry(NDArray master, NDArray cast, boolean recorded) {
+        boolean isValidFor(NDArray currentMaster, NDManager stepManager, boolean recording) {
             return master == currentMaster
+                    && (recorded || !recording)
                     && !cast.isReleased()
                     && cast.getManager() == stepManager;
         }
