@@ -44,6 +44,8 @@ final class CastingParameterStore extends StageStore implements SegmentStore {
     private final boolean cachesWeights;
     private final boolean recomputedLater;
     private final CheckpointSaving saving;
+    // asked once a forward: the casts it reads from the cache must be in autograd's graph if it is
+    private final boolean recording;
     // set for a device's first training forward only
     private ArithmeticShare arithmetic;
 
@@ -67,6 +69,7 @@ final class CastingParameterStore extends StageStore implements SegmentStore {
         this.cachesWeights = true;
         this.recomputedLater = false;
         this.saving = null;
+        this.recording = cache.isRecording();
     }
 
     /** A copy of {@code from} that differs in how this forward casts, caches and counts. */
@@ -91,6 +94,7 @@ final class CastingParameterStore extends StageStore implements SegmentStore {
         this.recomputedLater = recomputedLater;
         this.saving = saving;
         this.arithmetic = from.arithmetic;
+        this.recording = from.recording;
     }
 
     /** Counts on {@code share} the arithmetic of the stages this forward runs. */
@@ -454,7 +458,8 @@ final class CastingParameterStore extends StageStore implements SegmentStore {
         Parameter.Type type = parameter.getType();
         if (type == Parameter.Type.WEIGHT || type == Parameter.Type.BIAS) {
             if (training && cachesWeights) {
-                return cache.get(parameter, master, computePrecision, lowLayout, stepManager);
+                return cache.get(
+                        parameter, master, computePrecision, lowLayout, stepManager, recording);
             }
             NDArray cast = cache.cast(master, computePrecision, lowLayout, stepManager);
             if (saving != null) {

@@ -516,6 +516,43 @@ class FusedOptimizerStepTest {
         assertEquals(-0.05640f, bias.get(0).getFloat(0), 5e-6f, "after the second update");
     }
 
+    /**
+     * Issue 44's example through the kernel, three steps derived by hand from MXNet's kernel: bias
+     * 0, rate 0.05, momentum 0.9, gradients 0.19885, 0.49649, -0.25. With {@code b = 0.9 b + g} and
+     * {@code w -= 0.05 (g + 0.9 b)}: b = 0.19885, w = -0.01889075; b = 0.675455, w = -0.074110725;
+     * b = 0.3579095, w = -0.0777166525.
+     */
+    @Test
+    void nagMatchesIssue44sHandDerivedSteps() {
+        NDList bias = new NDList(manager.zeros(new Shape(1)));
+        FusedStep nag = nag(LearningRate.fixed(0.05f), GradientAdjustment.NONE, counter(0), 0f);
+        NDArray clean = manager.zeros(new Shape());
+        float[] grads = {0.19885f, 0.49649f, -0.25f};
+        float[] expected = {-0.01889075f, -0.074110725f, -0.0777166525f};
+        for (int step = 0; step < grads.length; step++) {
+            nag.step(bias, new NDList(manager.create(new float[] {grads[step]})), clean);
+            assertEquals(
+                    expected[step], bias.get(0).getFloat(0), 2e-7f, "after step " + (step + 1));
+        }
+    }
+
+    /**
+     * What the issue measured for djl-amp after step 2, -0.055220, is the rule on that step's own
+     * gradient, 0.29764: the issue's reference read 0.49649 = 0.19885 + 0.29764 there, a gradient
+     * that kept the first step's (a Nag written by hand on DJL's per-parameter path must zero the
+     * gradient, as DJL's native updates do, or PyTorch's backward adds into it). By hand: b = 0.9
+     * 0.19885 + 0.29764 = 0.476605, w = -0.01889075 - 0.05 (0.29764 + 0.9 0.476605) = -0.055219975.
+     */
+    @Test
+    void issue44sDjlAmpValueIsTheRuleOnTheSecondStepsOwnGradient() {
+        NDList bias = new NDList(manager.zeros(new Shape(1)));
+        FusedStep nag = nag(LearningRate.fixed(0.05f), GradientAdjustment.NONE, counter(0), 0f);
+        NDArray clean = manager.zeros(new Shape());
+        nag.step(bias, new NDList(manager.create(new float[] {0.19885f})), clean);
+        nag.step(bias, new NDList(manager.create(new float[] {0.29764f})), clean);
+        assertEquals(-0.055219975f, bias.get(0).getFloat(0), 2e-7f, "after step 2");
+    }
+
     /** DJL clips a Nag gradient from both sides, where its PyTorch Sgd and Adam clip from above. */
     @Test
     void nagWithAScheduleRescaleTwoSidedClipAndBeginOffsetMatchesDjlsNagRule() {

@@ -28,6 +28,11 @@ import java.util.concurrent.atomic.AtomicLong;
  * device, precision and layout read before whose cast is gone: the step's first weight read casts
  * the step's weights at once (one call instead of one a layer, the host's cost at small batches). A
  * weight no forward reads any more is still cast each step until the cache is cleared.
+ *
+ * <p>A cast made while autograd was not recording (a training-mode forward with no gradient
+ * collector open: a loss logged by hand before the step's own forward) is no node of any graph:
+ * reused by a recording forward, the gradient would stop at it and never reach the master. Such a
+ * cast serves only forwards that do not record either.
  */
 public final class WeightCastCache {
 
@@ -69,24 +74,47 @@ public final class WeightCastCache {
             Precision target,
             MemoryLayout layout,
             NDManager stepManager) {
+        return get(parameter, master, target, layout, stepManager, isRecording());
+    }
+
+    /**
+     * Returns {@code master} in {@code target} precision, as {@link #get(Parameter, NDArray,
+     * Precision, MemoryLayout, NDManager)}, for a forward that knows whether autograd records.
+     *
+     * @param parameter the parameter {@code master} is a device copy of
+     * @param master the fp32 master on its device
+     * @param target the precision to compute in
+     * @param layout the memory layout of the cast
+     * @param stepManager the manager that owns this step's arrays
+     * @param recording whether autograd records this forward
+     * @return the cast, owned by {@code stepManager}
+     */
+    public NDArray get(
+            Parameter parameter,
+            NDArray master,
+            Precision target,
+            MemoryLayout layout,
+            NDManager stepManager,
+            boolean recording) {
         Key key = new Key(master.getDevice(), target, layout);
         Map<Key, Entry> casts =
                 entries.computeIfAbsent(parameter.getId(), id -> new ConcurrentHashMap<>());
         Entry cached = casts.get(key);
-        if (cached != null && cached.isValidFor(master, stepManager)) {
+        if (cached != null && cached.isValidFor(master, stepManager, recording)) {
             return cached.cast();
         }
-        Map<String, NDArray> cast = castTogether(key, parameter.getId(), master, stepManager);
+        Map<String, NDArray> cast =
+                castTogether(key, parameter.getId(), master, stepManager, recording);
         return cast.get(parameter.getId());
     }
 
     /**
-     * Casts {@code master} together with every parameter cast in this key before whose cast is no
-     * longer valid (a new step, an update), in one engine call: the step's first weight read casts
-     * the weights the forward will read after it, in the order it read them last time.
+     * Casts {@code master} together with every parameter cast in this key before whose cast does
+     * not serve this forward (a new step, an update, a cast autograd did not record), in one engine
+     * call: the step's first weight read casts the weights the forward will read after it.
      */
     private Map<String, NDArray> castTogether(
-            Key key, String parameterId, NDArray master, NDManager stepManager) {
+            Key key, String parameterId, NDArray master, NDManager stepManager, boolean recording) {
         Map<String, NDArray> stale = new LinkedHashMap<>();
         stale.put(parameterId, master);
         Map<String, NDArray> read = masters.computeIfAbsent(key, k -> new LinkedHashMap<>());
@@ -99,7 +127,7 @@ public final class WeightCastCache {
                 }
                 Map<Key, Entry> casts = entries.get(known.getKey());
                 Entry cached = casts == null ? null : casts.get(key);
-                if (cached == null || !cached.isValidFor(last, stepManager)) {
+                if (cached == null || !cached.isValidFor(last, stepManager, recording)) {
                     stale.put(known.getKey(), last);
                 }
             }
@@ -113,9 +141,22 @@ public final class WeightCastCache {
             NDArray cast = made.get(i++);
             byId.put(e.getKey(), cast);
             entries.computeIfAbsent(e.getKey(), id -> new ConcurrentHashMap<>())
-                    .put(key, new Entry(e.getValue(), cast));
+                    .put(key, new Entry(e.getValue(), cast, recording));
         }
         return byId;
+    }
+
+    /**
+     * Returns whether autograd records now; an engine layer that cannot tell is taken to record.
+     *
+     * @return whether a cast made now is recorded
+     */
+    public boolean isRecording() {
+        try {
+            return backend.isRecording();
+        } catch (UnsupportedOperationException e) {
+            return true;
+        }
     }
 
     /**
@@ -158,10 +199,14 @@ public final class WeightCastCache {
         return castsMade.get();
     }
 
-    /** A cast and the master it was made from: loading a model replaces the master arrays. */
-    private record Entry(NDArray master, NDArray cast) {
-        boolean isValidFor(NDArray currentMaster, NDManager stepManager) {
+    /**
+     * A cast, the master it was made from (loading a model replaces the master arrays) and whether
+     * autograd recorded the cast.
+     */
+    private record Entry(NDArray master, NDArray cast, boolean recorded) {
+        boolean isValidFor(NDArray currentMaster, NDManager stepManager, boolean recording) {
             return master == currentMaster
+                    && (recorded || !recording)
                     && !cast.isReleased()
                     && cast.getManager() == stepManager;
         }
