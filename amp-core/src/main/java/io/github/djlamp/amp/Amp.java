@@ -11,6 +11,7 @@ import io.github.djlamp.amp.train.AmpSession;
 import io.github.djlamp.amp.train.AmpTrainingConfig;
 import io.github.djlamp.amp.train.SessionSettings;
 import io.github.djlamp.amp.verify.KernelVerification;
+import io.github.djlamp.amp.verify.RememberedVerdicts;
 import java.util.Objects;
 
 /**
@@ -162,6 +163,7 @@ public final class Amp {
                             + ". Call model.setBlock(Amp.wrap(block, \"auto\")) first.");
         }
         MixedPrecisionBlock block = (MixedPrecisionBlock) wrappedBlock;
+        RememberedVerdicts.use(options.getVerdictMemory(), options.getVerdictDirectory());
         block.getTrainingLink().getCheckpoints().apply(options.getCheckpointing());
         return new AmpTrainingConfig(config, new AmpSession(block, settings(options)));
     }

@@ -29,6 +29,20 @@ public interface AmpBackend {
     String getEngineName();
 
     /**
+     * Describes what of the engine's libraries and their settings the results of its kernels depend
+     * on: part of the key of the verdicts djl-amp keeps on disk, so that a verdict is reused only
+     * where this is the same. An engine whose kernels read an environment setting (an ISA cap, say)
+     * includes the setting in force.
+     *
+     * <p>The default is the engine's name and version.
+     *
+     * @return one line, for example {@code PyTorch 2.7.1}
+     */
+    default String kernelEnvironment() {
+        return getEngineName() + " " + ai.djl.engine.Engine.getEngine(getEngineName()).getVersion();
+    }
+
+    /**
      * Casts a floating-point array to another precision, on its own device, recorded by autograd so
      * that gradients flow back to the source in the source's precision.
      *

@@ -44,6 +44,11 @@ public final class ForkedJvm {
         command.add(java);
         command.add("-Xmx1g");
         command.add("-Dai.djl.offline=true");
+        // the child keeps verdicts on disk as this JVM does (off in the build's tests)
+        String verdicts = System.getProperty("djlamp.verdicts");
+        if (verdicts != null) {
+            command.add("-Ddjlamp.verdicts=" + verdicts);
+        }
         command.add("-cp");
         command.add(System.getProperty("java.class.path"));
         command.add(mainClass.getName());
