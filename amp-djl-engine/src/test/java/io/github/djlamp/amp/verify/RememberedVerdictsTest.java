@@ -5,6 +5,10 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import ai.djl.ndarray.NDManager;
+import ai.djl.training.DefaultTrainingConfig;
+import ai.djl.training.loss.Loss;
+import io.github.djlamp.amp.Amp;
+import io.github.djlamp.amp.AmpOptions;
 import io.github.djlamp.amp.pytorch.ForkedJvm;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.AmpBackends;
@@ -123,6 +127,27 @@ class RememberedVerdictsTest {
             freshJvm();
             assertEquals(
                     "true", parse(rightConv(backend, manager))[2], "what recheck found is kept");
+        }
+    }
+
+    @Test
+    void theRecheckOptionOfAmpOptionsIsAppliedByAmpConfigure() {
+        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+            AmpBackend backend = AmpBackends.forManager(manager);
+            rightConv(backend, manager);
+            freshJvm();
+            AmpOptions options =
+                    AmpOptions.builder()
+                            .verdictMemory(VerdictMemory.RECHECK)
+                            .verdictDirectory(folder)
+                            .build();
+            Amp.configure(
+                    new DefaultTrainingConfig(Loss.l2Loss()),
+                    Amp.wrap(KeptVerdictChild.conv(), "float32"),
+                    options);
+            String[] rechecked = parse(rightConv(backend, manager));
+            assertEquals("false", rechecked[2], "the option reuses nothing");
+            assertEquals("true", rechecked[3], "the option runs the kernel");
         }
     }
 
