@@ -6,6 +6,7 @@ import io.github.djlamp.amp.cast.MixedPrecisionBlock;
 import io.github.djlamp.amp.exception.AmpException;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
 import io.github.djlamp.amp.scale.LossScaling;
+import io.github.djlamp.amp.spi.AmpBackends;
 import io.github.djlamp.amp.spi.MemoryLayout;
 import io.github.djlamp.amp.train.AmpSession;
 import io.github.djlamp.amp.train.AmpTrainingConfig;
@@ -164,6 +165,8 @@ public final class Amp {
         }
         MixedPrecisionBlock block = (MixedPrecisionBlock) wrappedBlock;
         RememberedVerdicts.use(options.getVerdictMemory(), options.getVerdictDirectory());
+        // before the first training step: a cure of the environment must precede the first kernel
+        AmpBackends.preparePlatform(options.isPlatformCureAllowed());
         block.getTrainingLink().getCheckpoints().apply(options.getCheckpointing());
         return new AmpTrainingConfig(config, new AmpSession(block, settings(options)));
     }

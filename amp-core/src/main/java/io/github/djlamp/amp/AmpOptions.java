@@ -27,6 +27,13 @@ public final class AmpOptions {
     private final Checkpointing checkpointing;
     private final VerdictMemory verdictMemory;
     private final Path verdictDirectory;
+    private final boolean platformCure;
+
+    /**
+     * The system property that turns the in-process platform cure off ({@code false}) where the
+     * builder did not set it.
+     */
+    public static final String PLATFORM_CURE_PROPERTY = "djlamp.platformCure";
 
     /**
      * The default of {@link Builder#hostSyncInterval(int)}: the device-resident loss scaler state
@@ -50,6 +57,21 @@ public final class AmpOptions {
                 builder.verdictDirectory != null
                         ? builder.verdictDirectory
                         : RememberedVerdicts.propertyDirectory();
+        platformCure =
+                builder.platformCure != null
+                        ? builder.platformCure
+                        : !"false".equalsIgnoreCase(System.getProperty(PLATFORM_CURE_PROPERTY));
+    }
+
+    /**
+     * Returns whether djl-amp may cure a platform whose kernels a kept verdict says are wrong in
+     * this process ({@code ONEDNN_MAX_CPU_ISA=AVX2} on a CPU, set by {@code Amp.configure} before
+     * oneDNN's first kernel).
+     *
+     * @return true unless the builder or {@value #PLATFORM_CURE_PROPERTY}{@code =false} said no
+     */
+    public boolean isPlatformCureAllowed() {
+        return platformCure;
     }
 
     /**
@@ -166,8 +188,24 @@ public final class AmpOptions {
         private Checkpointing checkpointing = Checkpointing.none();
         private VerdictMemory verdictMemory;
         private Path verdictDirectory;
+        private Boolean platformCure;
 
         private Builder() {}
+
+        /**
+         * Sets whether {@code Amp.configure} may cure, in this process, a platform whose kernels a
+         * verdict kept on this machine says are wrong: on a CPU whose oneDNN kernels were found
+         * wrong (amp-doctor's platform check, or a kernel check that found fp32 itself wrong), it
+         * sets {@code ONEDNN_MAX_CPU_ISA=AVX2} before oneDNN's first kernel, checks that it took
+         * and says so; where a kernel already ran it says what to set instead. Default true.
+         *
+         * @param allowed false to leave the environment alone
+         * @return this builder
+         */
+        public Builder platformCure(boolean allowed) {
+            platformCure = allowed;
+            return this;
+        }
 
         /**
          * Sets whether the verdicts of djl-amp's kernel checks are kept on disk and reused by later

@@ -43,6 +43,18 @@ public interface AmpBackend {
     }
 
     /**
+     * Prepares the engine's kernels before the first training step, called by {@code
+     * Amp.configure}: an engine whose kernels a kept verdict says are wrong on this machine, and
+     * that has a cure which must be applied before its first kernel, applies it here where {@code
+     * cureAllowed}, and says what it did (or what the user should set, where it is too late).
+     *
+     * <p>The default does nothing.
+     *
+     * @param cureAllowed false when the user opted out of an in-process cure
+     */
+    default void preparePlatform(boolean cureAllowed) {}
+
+    /**
      * Casts a floating-point array to another precision, on its own device, recorded by autograd so
      * that gradients flow back to the source in the source's precision.
      *

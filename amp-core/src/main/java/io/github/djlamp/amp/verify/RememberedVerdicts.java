@@ -43,6 +43,15 @@ public final class RememberedVerdicts {
     /** The system property naming the folder of the kept verdicts. */
     public static final String DIRECTORY_PROPERTY = "djlamp.verdictDir";
 
+    /**
+     * The kind of record of a platform verdict, two fields: {@value #PLATFORM_UNSOUND_CURABLE} or
+     * another word, and what the platform check's cure re-run found.
+     */
+    public static final String PLATFORM_VERDICT = "platform-verdict";
+
+    /** A platform verdict's first field where defects were found and the known cure mends them. */
+    public static final String PLATFORM_UNSOUND_CURABLE = "unsound-curable";
+
     /** The kind of record of a kernel's verdict. */
     static final String KERNEL = "kernel";
 
@@ -177,6 +186,36 @@ public final class RememberedVerdicts {
             return null;
         }
         return records(key).get(VerdictFile.recordId(kind, signature));
+    }
+
+    /**
+     * Returns whether a verdict kept under {@code key} says the platform is unsound where a cure in
+     * the engine's environment is known: a kernel check that found fp32 itself wrong, or a platform
+     * check whose defects its cure mended ({@value #PLATFORM_VERDICT} records). False when this
+     * memory does not reuse verdicts.
+     *
+     * @param key the key, from {@link #keyFor}
+     * @return true when such a verdict is kept
+     */
+    public synchronized boolean keptPlatformUnsound(String key) {
+        if (memory != VerdictMemory.REMEMBER) {
+            return false;
+        }
+        for (Map.Entry<String, List<String>> record : records(key).entrySet()) {
+            String kind = record.getKey().substring(0, record.getKey().indexOf('\t'));
+            List<String> fields = record.getValue();
+            if (kind.equals(KERNEL)
+                    && fields.size() > 5
+                    && fields.get(5).equals(KernelVerdict.Outcome.PLATFORM_UNSOUND.name())) {
+                return true;
+            }
+            if (kind.equals(PLATFORM_VERDICT)
+                    && fields.size() == 2
+                    && fields.get(0).equals(PLATFORM_UNSOUND_CURABLE)) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /**

@@ -439,6 +439,18 @@ public final class PtAmpBackend implements AmpBackend {
                 device + "|" + OneDnnIsa.capInForce(), k -> HardwareCapabilities.of(device));
     }
 
+    /**
+     * {@inheritDoc}
+     *
+     * <p>Here: where a kept verdict says oneDNN's kernels are wrong on this machine, {@code
+     * ONEDNN_MAX_CPU_ISA=AVX2} set in this process before oneDNN's first kernel ({@link
+     * OneDnnCure}).
+     */
+    @Override
+    public void preparePlatform(boolean cureAllowed) {
+        OneDnnCure.cureOnce(cureAllowed, () -> OneDnnCure.keptUnsound(this));
+    }
+
     /** {@inheritDoc} */
     @Override
     public String kernelEnvironment() {

@@ -151,6 +151,44 @@ class RememberedVerdictsTest {
         }
     }
 
+    /**
+     * What the engine's in-process cure reads before its first kernel: a kernel check that found
+     * fp32 itself wrong, or a platform check whose cure mended its defects, kept for this key.
+     */
+    @Test
+    void anUnsoundVerdictKeptForThisKeyIsFound() {
+        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+            AmpBackend backend = AmpBackends.forManager(manager);
+            String key = RememberedVerdicts.keyFor(backend);
+            rightConv(backend, manager);
+            assertFalse(RememberedVerdicts.current().keptPlatformUnsound(key), "a right kernel");
+            KeptVerdictChild.line(
+                    "wrongInFp32", backend, WrongLowPrecisionConv2d.wrongInFp32(8, 3, 1), manager);
+            freshJvm();
+            assertTrue(RememberedVerdicts.current().keptPlatformUnsound(key), "fp32 found wrong");
+
+            RememberedVerdicts.use(VerdictMemory.OFF, folder);
+            Path other = folder.resolve("other");
+            RememberedVerdicts.use(VerdictMemory.REMEMBER, other);
+            RememberedVerdicts memory = RememberedVerdicts.current();
+            memory.remember(
+                    key,
+                    RememberedVerdicts.PLATFORM_VERDICT,
+                    "cpu()",
+                    List.of("no-known-cure", "DID_NOT_CURE"));
+            assertFalse(memory.keptPlatformUnsound(key), "no cure known");
+            memory.remember(
+                    key,
+                    RememberedVerdicts.PLATFORM_VERDICT,
+                    "cpu()",
+                    List.of(RememberedVerdicts.PLATFORM_UNSOUND_CURABLE, "VERIFIED"));
+            assertTrue(memory.keptPlatformUnsound(key), "the platform check's verdict");
+            RememberedVerdicts.use(VerdictMemory.RECHECK, other);
+            assertFalse(
+                    RememberedVerdicts.current().keptPlatformUnsound(key), "recheck trusts none");
+        }
+    }
+
     private void assertIgnoredWithAWarn(AmpBackend backend, NDManager manager, String why) {
         freshJvm();
         PrintStream err = System.err;

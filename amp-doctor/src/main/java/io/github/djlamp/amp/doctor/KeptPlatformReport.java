@@ -60,8 +60,19 @@ final class KeptPlatformReport {
         if (report.getVerdict() == PlatformReport.Verdict.NOT_CHECKED) {
             return;
         }
+        String key = RememberedVerdicts.keyFor(backend);
+        memory.remember(key, KIND, signature(signature), toFields(report));
+        // what the engine reads before its first kernel, to cure the platform in-process
+        boolean curable =
+                report.getVerdict() == PlatformReport.Verdict.DEFECTS_FOUND
+                        && report.getCure() == PlatformReport.Cure.VERIFIED;
         memory.remember(
-                RememberedVerdicts.keyFor(backend), KIND, signature(signature), toFields(report));
+                key,
+                RememberedVerdicts.PLATFORM_VERDICT,
+                report.getDevice(),
+                List.of(
+                        curable ? RememberedVerdicts.PLATFORM_UNSOUND_CURABLE : "no-known-cure",
+                        report.getCure().name()));
     }
 
     private static String signature(String signature) {

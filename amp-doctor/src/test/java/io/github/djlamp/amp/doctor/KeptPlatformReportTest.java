@@ -1,6 +1,7 @@
 package io.github.djlamp.amp.doctor;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -66,6 +67,19 @@ class KeptPlatformReportTest {
         assertTrue(reused.getChildPids().isEmpty(), "no child JVM ran");
         assertEquals("kept by a test", reused.getDefects().get(0).getDetail());
         assertSame(reused, PlatformCheck.cached(), "once per JVM");
+    }
+
+    @Test
+    void aCuredDefectIsKeptWhereTheEngineLooksBeforeItsFirstKernel() {
+        AmpBackend backend = AmpBackends.forEngine(Engine.getDefaultEngineName());
+        String key = RememberedVerdicts.keyFor(backend);
+        assertFalse(RememberedVerdicts.current().keptPlatformUnsound(key));
+        KeptPlatformReport.remember(
+                RememberedVerdicts.current(),
+                backend,
+                PlatformCheck.CACHED_SIGNATURE,
+                unsoundReport());
+        assertTrue(RememberedVerdicts.current().keptPlatformUnsound(key));
     }
 
     @Test
