@@ -29,8 +29,8 @@ final class OneDnnIsaProbe {
     private static final int F_SETFL = 4;
     private static final int O_NONBLOCK = 04000;
 
-    /** The ranks of oneDNN's ISA levels, lowest first; 0 is unknown. */
-    private static final String[] LEVELS = {"?", "SSE41", "AVX", "AVX2", "?", "AVX512", "AMX"};
+    /** The rank of no cap: above every ISA level (SSE41 1, AVX 2, AVX2 3, AVX-512 5, AMX 6). */
+    private static final int NO_CAP = 7;
 
     private OneDnnIsaProbe() {}
 
@@ -50,15 +50,12 @@ final class OneDnnIsaProbe {
                     return rankOfIsaText(line.substring(at + 4));
                 }
             }
+            // no header (verbose output was made before): the kernels' names, e.g. jit:avx2
             int highest = 0;
             for (String line : lines) {
-                String[] fields = line.split(",");
-                for (int i = 0; i + 1 < fields.length; i++) {
-                    if (fields[i].equals("exec") || fields[i].equals("create")) {
-                        for (String field : fields) {
-                            highest = Math.max(highest, rankOfKernelName(field));
-                        }
-                        break;
+                if (line.contains(",exec,") || line.contains(",create:")) {
+                    for (String field : line.split(",")) {
+                        highest = Math.max(highest, rankOfKernelName(field));
                     }
                 }
             }
@@ -153,7 +150,7 @@ final class OneDnnIsaProbe {
         if (name.equals("SSE41")) {
             return 1;
         }
-        return LEVELS.length; // ALL, DEFAULT, or a value oneDNN ignores: no cap
+        return NO_CAP; // ALL, DEFAULT, or a value oneDNN ignores
     }
 
     private static int rankOfIsaText(String isa) {
