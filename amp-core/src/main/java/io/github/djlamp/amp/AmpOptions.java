@@ -14,8 +14,9 @@ import java.util.Objects;
  *
  * <p>Options are settled when they are built: the settings a system property may decide ({@link
  * FusedOptimizer#PROPERTY}, for {@link FusedOptimizer#AUTO}; {@link VerdictMemory#PROPERTY} and
- * {@link RememberedVerdicts#DIRECTORY_PROPERTY}, where the builder set no verdict memory or folder)
- * are read then, once, and nothing reads a property while training.
+ * {@link RememberedVerdicts#DIRECTORY_PROPERTY}, where the builder set no verdict memory or folder;
+ * {@link #PLATFORM_CURE_PROPERTY}, where it did not set {@link Builder#platformCure(boolean)}) are
+ * read then, once, and nothing reads a property while training.
  */
 public final class AmpOptions {
 

@@ -21,7 +21,9 @@ import java.util.Locale;
  * libtorch ({@code torch::verbose::_mkldnn_set_verbose}), runs one small convolution with standard
  * output redirected into a pipe, and reads the ISA oneDNN names ({@code isa:Intel AVX2}, printed
  * the first time verbose output is made) or, failing that, the ISA in its kernels' names ({@code
- * brg_conv_fwd:avx512_core}). What oneDNN printed is not shown to the user.
+ * brg_conv_fwd:avx512_core}). What oneDNN printed is not shown to the user; nor is what another
+ * thread prints to standard output in those few milliseconds. It runs only where the cure is
+ * applied, once per process.
  */
 final class OneDnnIsaProbe {
 
