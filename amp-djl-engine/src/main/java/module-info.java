@@ -10,6 +10,7 @@ module io.github.djlamp.amp.pytorch {
     requires transitive io.github.djlamp.amp;
     requires ai.djl.pytorch_engine;
     requires com.sun.jna;
+    requires org.slf4j;
 
     exports io.github.djlamp.amp.pytorch;
 

@@ -6,11 +6,13 @@ import io.github.djlamp.amp.cast.MixedPrecisionBlock;
 import io.github.djlamp.amp.exception.AmpException;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
 import io.github.djlamp.amp.scale.LossScaling;
+import io.github.djlamp.amp.spi.AmpBackends;
 import io.github.djlamp.amp.spi.MemoryLayout;
 import io.github.djlamp.amp.train.AmpSession;
 import io.github.djlamp.amp.train.AmpTrainingConfig;
 import io.github.djlamp.amp.train.SessionSettings;
 import io.github.djlamp.amp.verify.KernelVerification;
+import io.github.djlamp.amp.verify.RememberedVerdicts;
 import java.util.Objects;
 
 /**
@@ -162,6 +164,9 @@ public final class Amp {
                             + ". Call model.setBlock(Amp.wrap(block, \"auto\")) first.");
         }
         MixedPrecisionBlock block = (MixedPrecisionBlock) wrappedBlock;
+        RememberedVerdicts.use(options.getVerdictMemory(), options.getVerdictDirectory());
+        // before the first training step: a cure of the environment must precede the first kernel
+        AmpBackends.preparePlatform(options.isPlatformCureAllowed());
         block.getTrainingLink().getCheckpoints().apply(options.getCheckpointing());
         return new AmpTrainingConfig(config, new AmpSession(block, settings(options)));
     }

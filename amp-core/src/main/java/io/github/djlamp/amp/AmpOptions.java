@@ -3,15 +3,20 @@ package io.github.djlamp.amp;
 import ai.djl.Device;
 import io.github.djlamp.amp.policy.Checkpointing;
 import io.github.djlamp.amp.scale.LossScaling;
+import io.github.djlamp.amp.verify.RememberedVerdicts;
+import io.github.djlamp.amp.verify.VerdictMemory;
+import java.nio.file.Path;
 import java.util.Objects;
 
 /**
  * Training options of mixed precision beyond the policy: the loss scaling, gradient accumulation
  * for {@code EasyTrain}, and whether optimizer steps are fused and skipped on the device.
  *
- * <p>Options are settled when they are built: the one setting a system property may decide ({@link
- * FusedOptimizer#PROPERTY}, for {@link FusedOptimizer#AUTO}) is read then, once, and nothing reads
- * a property while training.
+ * <p>Options are settled when they are built: the settings a system property may decide ({@link
+ * FusedOptimizer#PROPERTY}, for {@link FusedOptimizer#AUTO}; {@link VerdictMemory#PROPERTY} and
+ * {@link RememberedVerdicts#DIRECTORY_PROPERTY}, where the builder set no verdict memory or folder;
+ * {@link #PLATFORM_CURE_PROPERTY}, where it did not set {@link Builder#platformCure(boolean)}) are
+ * read then, once, and nothing reads a property while training.
  */
 public final class AmpOptions {
 
@@ -21,6 +26,15 @@ public final class AmpOptions {
     private final boolean hostSyncIntervalSet;
     private final FusedOptimizer fusedOptimizer;
     private final Checkpointing checkpointing;
+    private final VerdictMemory verdictMemory;
+    private final Path verdictDirectory;
+    private final boolean platformCure;
+
+    /**
+     * The system property that turns the in-process platform cure off ({@code false}) where the
+     * builder did not set it.
+     */
+    public static final String PLATFORM_CURE_PROPERTY = "djlamp.platformCure";
 
     /**
      * The default of {@link Builder#hostSyncInterval(int)}: the device-resident loss scaler state
@@ -36,6 +50,29 @@ public final class AmpOptions {
         hostSyncIntervalSet = builder.hostSyncIntervalSet;
         fusedOptimizer = builder.fusedOptimizer.withPropertyApplied();
         checkpointing = builder.checkpointing;
+        verdictMemory =
+                builder.verdictMemory != null
+                        ? builder.verdictMemory
+                        : RememberedVerdicts.propertyMemory();
+        verdictDirectory =
+                builder.verdictDirectory != null
+                        ? builder.verdictDirectory
+                        : RememberedVerdicts.propertyDirectory();
+        platformCure =
+                builder.platformCure != null
+                        ? builder.platformCure
+                        : !"false".equalsIgnoreCase(System.getProperty(PLATFORM_CURE_PROPERTY));
+    }
+
+    /**
+     * Returns whether djl-amp may cure a platform whose kernels a kept verdict says are wrong in
+     * this process ({@code ONEDNN_MAX_CPU_ISA=AVX2} on a CPU, set by {@code Amp.configure} before
+     * oneDNN's first kernel).
+     *
+     * @return true unless the builder or {@value #PLATFORM_CURE_PROPERTY}{@code =false} said no
+     */
+    public boolean isPlatformCureAllowed() {
+        return platformCure;
     }
 
     /**
@@ -120,6 +157,27 @@ public final class AmpOptions {
         return checkpointing;
     }
 
+    /**
+     * Returns whether the verdicts of djl-amp's kernel checks are kept on disk and reused by later
+     * JVMs on this machine and libraries ({@link RememberedVerdicts}), checked again, or neither.
+     *
+     * @return the setting, {@link VerdictMemory#REMEMBER} unless {@value VerdictMemory#PROPERTY}
+     *     said otherwise when these options were built
+     */
+    public VerdictMemory getVerdictMemory() {
+        return verdictMemory;
+    }
+
+    /**
+     * Returns the folder of the kept verdicts.
+     *
+     * @return the folder, {@code djl-amp/verdicts} in DJL's cache folder unless {@value
+     *     RememberedVerdicts#DIRECTORY_PROPERTY} named another when these options were built
+     */
+    public Path getVerdictDirectory() {
+        return verdictDirectory;
+    }
+
     /** Builds {@link AmpOptions}. */
     public static final class Builder {
 
@@ -129,8 +187,58 @@ public final class AmpOptions {
         private boolean hostSyncIntervalSet;
         private FusedOptimizer fusedOptimizer = FusedOptimizer.AUTO;
         private Checkpointing checkpointing = Checkpointing.none();
+        private VerdictMemory verdictMemory;
+        private Path verdictDirectory;
+        private Boolean platformCure;
 
         private Builder() {}
+
+        /**
+         * Sets whether {@code Amp.configure} may cure, in this process, a platform whose kernels a
+         * verdict kept on this machine says are wrong: on a CPU whose oneDNN kernels were found
+         * wrong (amp-doctor's platform check, or a kernel check that found fp32 itself wrong), it
+         * sets {@code ONEDNN_MAX_CPU_ISA=AVX2} before oneDNN's first kernel, checks that it took
+         * and says so; where a kernel already ran it says what to set instead. Default true.
+         *
+         * @param allowed false to leave the environment alone
+         * @return this builder
+         */
+        public Builder platformCure(boolean allowed) {
+            platformCure = allowed;
+            return this;
+        }
+
+        /**
+         * Sets whether the verdicts of djl-amp's kernel checks are kept on disk and reused by later
+         * JVMs ({@link VerdictMemory#REMEMBER}, the default), all checked again from scratch and
+         * kept anew ({@link VerdictMemory#RECHECK}: after a driver or firmware change the key does
+         * not see, say), or neither ({@link VerdictMemory#OFF}). {@code Amp.configure} applies it
+         * to the process.
+         *
+         * @param memory the setting
+         * @return this builder
+         * @throws NullPointerException when {@code memory} is null
+         */
+        public Builder verdictMemory(VerdictMemory memory) {
+            verdictMemory =
+                    Objects.requireNonNull(
+                            memory, "verdictMemory: use VerdictMemory.REMEMBER, RECHECK or OFF");
+            return this;
+        }
+
+        /**
+         * Sets the folder of the kept verdicts (default {@code djl-amp/verdicts} in DJL's cache
+         * folder, {@code ~/.djl.ai} unless {@code DJL_CACHE_DIR} moves it).
+         *
+         * @param directory the folder, created when the first verdict is kept
+         * @return this builder
+         * @throws NullPointerException when {@code directory} is null
+         */
+        public Builder verdictDirectory(Path directory) {
+            verdictDirectory =
+                    Objects.requireNonNull(directory, "verdictDirectory: a folder, not null");
+            return this;
+        }
 
         /**
          * Sets which parts of the model are checkpointed: their activations are not kept through

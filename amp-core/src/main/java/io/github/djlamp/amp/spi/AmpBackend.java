@@ -29,6 +29,32 @@ public interface AmpBackend {
     String getEngineName();
 
     /**
+     * Describes what of the engine's libraries and their settings the results of its kernels depend
+     * on: part of the key of the verdicts djl-amp keeps on disk, so that a verdict is reused only
+     * where this is the same. An engine whose kernels read an environment setting (an ISA cap, say)
+     * includes the setting in force.
+     *
+     * <p>The default is the engine's name and version.
+     *
+     * @return one line, for example {@code PyTorch 2.7.1}
+     */
+    default String kernelEnvironment() {
+        return getEngineName() + " " + ai.djl.engine.Engine.getEngine(getEngineName()).getVersion();
+    }
+
+    /**
+     * Prepares the engine's kernels before the first training step, called by {@code
+     * Amp.configure}: an engine whose kernels a kept verdict says are wrong on this machine, and
+     * that has a cure which must be applied before its first kernel, applies it here where {@code
+     * cureAllowed}, and says what it did (or what the user should set, where it is too late).
+     *
+     * <p>The default does nothing.
+     *
+     * @param cureAllowed false when the user opted out of an in-process cure
+     */
+    default void preparePlatform(boolean cureAllowed) {}
+
+    /**
      * Casts a floating-point array to another precision, on its own device, recorded by autograd so
      * that gradients flow back to the source in the source's precision.
      *

@@ -40,6 +40,22 @@ public final class AmpBackends {
     }
 
     /**
+     * Lets the default engine's backend prepare its kernels ({@link
+     * AmpBackend#preparePlatform(boolean)}); does nothing where no backend serves that engine.
+     *
+     * @param cureAllowed false when the user opted out of an in-process cure
+     */
+    public static void preparePlatform(boolean cureAllowed) {
+        AmpBackend backend;
+        try {
+            backend = forEngine(ai.djl.engine.Engine.getDefaultEngineName());
+        } catch (RuntimeException e) {
+            return; // no engine or no backend: nothing to prepare
+        }
+        backend.preparePlatform(cureAllowed);
+    }
+
+    /**
      * Returns whether a backend on the class or module path runs {@code block} under its engine's
      * own autocast ({@link AmpBackend#supportsEngineAutocast(Block)}): a block belongs to the
      * engine whose classes it is made of, so the shadow tree asks every backend, needing no

@@ -43,6 +43,7 @@ public final class KernelVerdict {
     private final MemoryLayout layout;
     private final List<String> findings;
     private final Set<String> paths = Collections.synchronizedSet(new LinkedHashSet<>());
+    private final boolean remembered;
 
     KernelVerdict(
             String operation,
@@ -52,6 +53,19 @@ public final class KernelVerdict {
             Outcome outcome,
             MemoryLayout layout,
             List<String> findings) {
+        this(operation, inputShape, device, precision, outcome, layout, findings, false);
+    }
+
+    private KernelVerdict(
+            String operation,
+            Shape inputShape,
+            Device device,
+            Precision precision,
+            Outcome outcome,
+            MemoryLayout layout,
+            List<String> findings,
+            boolean remembered) {
+        this.remembered = remembered;
         this.operation = operation;
         this.inputShape = inputShape;
         this.device = device;
@@ -178,6 +192,68 @@ public final class KernelVerdict {
                 + (outcome == Outcome.VERIFIED ? "" : " (" + outcome + ")");
     }
 
+    /**
+     * Returns whether this verdict was reached by an earlier JVM on this machine and libraries and
+     * kept on disk ({@link RememberedVerdicts}), so no kernel was run to reach it here.
+     *
+     * @return true for a kept verdict
+     */
+    public boolean isRemembered() {
+        return remembered;
+    }
+
+    /** The fields a kept verdict is written as: {@link #fromFields} reads them back. */
+    List<String> toFields() {
+        List<String> fields = new ArrayList<>();
+        fields.add(operation);
+        StringBuilder dims = new StringBuilder();
+        for (long dim : inputShape.getShape()) {
+            dims.append(dims.length() == 0 ? "" : ",").append(dim);
+        }
+        fields.add(dims.toString());
+        fields.add(device.getDeviceType());
+        fields.add(String.valueOf(device.getDeviceId()));
+        fields.add(precision.name());
+        fields.add(outcome.name());
+        fields.add(layout == null ? "-" : layout.name());
+        fields.addAll(findings);
+        return fields;
+    }
+
+    /**
+     * Reads a kept verdict back.
+     *
+     * @throws IllegalArgumentException when the fields are not what {@link #toFields} writes
+     */
+    static KernelVerdict fromFields(List<String> fields) {
+        if (fields.size() < 7) {
+            throw new IllegalArgumentException("a kernel verdict has 7 fields or more");
+        }
+        String dims = fields.get(1);
+        long[] shape =
+                dims.isEmpty()
+                        ? new long[0]
+                        : java.util.Arrays.stream(dims.split(",", -1))
+                                .mapToLong(Long::parseLong)
+                                .toArray();
+        Outcome outcome = Outcome.valueOf(fields.get(5));
+        MemoryLayout layout =
+                fields.get(6).equals("-") ? null : MemoryLayout.valueOf(fields.get(6));
+        if ((layout == null) != (outcome == Outcome.FP32_FALLBACK)) {
+            throw new IllegalArgumentException(
+                    "a kernel verdict's layout does not fit its outcome");
+        }
+        return new KernelVerdict(
+                fields.get(0),
+                new Shape(shape),
+                Device.of(fields.get(2), Integer.parseInt(fields.get(3))),
+                Precision.valueOf(fields.get(4)),
+                outcome,
+                layout,
+                fields.subList(7, fields.size()),
+                true);
+    }
+
     /** {@inheritDoc} */
     @Override
     public String toString() {
@@ -192,7 +268,8 @@ public final class KernelVerdict {
                 .append(": ")
                 .append(outcome)
                 .append(" -> ")
-                .append(describeChoice());
+                .append(describeChoice())
+                .append(remembered ? " (kept from an earlier check)" : "");
         for (String finding : findings) {
             sb.append("; ").append(finding);
         }

@@ -1,28 +1,34 @@
 package io.github.djlamp.amp.verify;
 
+import io.github.djlamp.amp.spi.AmpBackend;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.Supplier;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * The verdicts of every kernel check this process has made, keyed by operation signature: a
  * signature is checked once, whichever layer of whichever model meets it first (ResNet's repeated
- * shapes are checked once).
+ * shapes are checked once), and kept on disk for later JVMs ({@link RememberedVerdicts}).
  */
 public final class KernelVerdicts {
+
+    private static final Logger logger = LoggerFactory.getLogger(KernelVerdicts.class);
 
     private static final Map<String, KernelVerdict> VERDICTS = new ConcurrentHashMap<>();
     private static final List<KernelVerdict> IN_ORDER = new ArrayList<>();
 
     private KernelVerdicts() {}
 
-    /** The verdict of a signature already checked, or null. */
+    /** The verdict of a signature already reached in this process, or null. */
     static KernelVerdict get(String key) {
         return VERDICTS.get(key);
     }
 
+    /** The verdict of a signature in this process, never kept on disk: for tests' records. */
     static KernelVerdict computeIfAbsent(String key, Supplier<KernelVerdict> check) {
         return VERDICTS.computeIfAbsent(
                 key,
@@ -33,6 +39,51 @@ public final class KernelVerdicts {
                     }
                     return verdict;
                 });
+    }
+
+    /**
+     * The verdict of a signature in this process: the one reached before, else one kept on disk for
+     * this machine and libraries ({@link RememberedVerdicts}), else {@code check}'s, then kept. A
+     * check that could not run is not kept: the next JVM tries again.
+     */
+    static KernelVerdict computeIfAbsent(
+            String key, AmpBackend backend, String signature, Supplier<KernelVerdict> check) {
+        return VERDICTS.computeIfAbsent(
+                key,
+                k -> {
+                    KernelVerdict verdict = recallOrCheck(backend, signature, check);
+                    synchronized (IN_ORDER) {
+                        IN_ORDER.add(verdict);
+                    }
+                    return verdict;
+                });
+    }
+
+    private static KernelVerdict recallOrCheck(
+            AmpBackend backend, String signature, Supplier<KernelVerdict> check) {
+        RememberedVerdicts memory = RememberedVerdicts.current();
+        if (memory.getMemory() == VerdictMemory.OFF) {
+            return check.get();
+        }
+        String fileKey = RememberedVerdicts.keyFor(backend);
+        List<String> kept = memory.recall(fileKey, RememberedVerdicts.KERNEL, signature);
+        if (kept != null) {
+            try {
+                return KernelVerdict.fromFields(kept);
+            } catch (IllegalArgumentException e) {
+                logger.warn(
+                        "djl-amp: ignoring a kept kernel verdict in {} that does not read ({});"
+                                + " checking '{}' again",
+                        memory.fileFor(fileKey),
+                        e.getMessage(),
+                        signature);
+            }
+        }
+        KernelVerdict verdict = check.get();
+        if (verdict.getOutcome() != KernelVerdict.Outcome.NOT_CHECKED) {
+            memory.remember(fileKey, RememberedVerdicts.KERNEL, signature, verdict.toFields());
+        }
+        return verdict;
     }
 
     /**

@@ -26,7 +26,8 @@ import org.slf4j.LoggerFactory;
 
 /**
  * Checks a 16-bit convolution or linear kernel against fp32 before its result is used, once per
- * operation signature for the life of the process ({@link KernelVerdicts}).
+ * operation signature for the life of the process ({@link KernelVerdicts}), and on this machine and
+ * libraries for later processes ({@link RememberedVerdicts}).
  *
  * <p>The check runs the layer three times on the layer's own input and weights, rounded to the
  * 16-bit format first so that every side sees the same values: in fp32 (the reference), in fp32 on
@@ -47,6 +48,12 @@ import org.slf4j.LoggerFactory;
 public final class KernelVerifier {
 
     private static final Logger logger = LoggerFactory.getLogger(KernelVerifier.class);
+
+    /**
+     * The version of the check's method: a change to what the check decides (its error bound, its
+     * cases) must change it, so that verdicts kept on disk by an older check are not reused.
+     */
+    public static final int CHECK_VERSION = 1;
 
     /** The cure verified on the platforms where oneDNN's kernels were found wrong. */
     public static final String CPU_CURE = "ONEDNN_MAX_CPU_ISA=AVX2";
@@ -144,10 +151,8 @@ public final class KernelVerifier {
             }
         }
         String operation = describe(block, order, parameters);
-        String key =
-                System.identityHashCode(backend)
-                        + "|"
-                        + operation
+        String signature =
+                operation
                         + "|"
                         + input.getShape()
                         + "|"
@@ -159,7 +164,7 @@ public final class KernelVerifier {
                         + "|"
                         + candidates;
         return verdictOf(
-                key,
+                signature,
                 path,
                 "layer",
                 () ->
@@ -197,9 +202,10 @@ public final class KernelVerifier {
             boolean gradients) {
         Device device = left.getDevice();
         String operation = productOperation(what, right.getShape());
-        String key = productKey(backend, operation, left.getShape(), device, precision, gradients);
+        String signature =
+                productSignature(operation, left.getShape(), device, precision, gradients);
         return verdictOf(
-                key,
+                signature,
                 path,
                 "product",
                 () ->
@@ -239,7 +245,8 @@ public final class KernelVerifier {
             return null;
         }
         return verdictOf(
-                key,
+                productSignature(
+                        operation, left.getShape(), left.getDevice(), precision, gradients),
                 path,
                 "product",
                 () -> {
@@ -248,23 +255,28 @@ public final class KernelVerifier {
     }
 
     /**
-     * The verdict of a signature, checked by {@code check} the first time; a defect is reported for
-     * the first check and for each new path that meets it.
+     * The verdict of a signature, checked by {@code check} the first time (in this process, or on
+     * this machine and libraries when a verdict is kept on disk); a defect is reported for the
+     * first check, for a kept verdict's first use in this process, and for each new path that meets
+     * it.
      */
     private KernelVerdict verdictOf(
-            String key, String path, String what, Supplier<KernelVerdict> check) {
+            String signature, String path, String what, Supplier<KernelVerdict> check) {
         boolean[] created = new boolean[1];
         KernelVerdict verdict =
                 KernelVerdicts.computeIfAbsent(
-                        key,
+                        System.identityHashCode(backend) + "|" + signature,
+                        backend,
+                        backend.getClass().getName() + "|" + signature,
                         () -> {
                             created[0] = true;
                             checksRun.set(true);
                             return check.get();
                         });
+        boolean firstUse = created[0] || (verdict.isRemembered() && verdict.getPaths().isEmpty());
         boolean newPath = verdict.addPath(path);
-        if (verdict.isDefectFound() && (created[0] || newPath)) {
-            report(verdict, path.isEmpty() ? "root" : path, created[0], what);
+        if (verdict.isDefectFound() && (firstUse || newPath)) {
+            report(verdict, path.isEmpty() ? "root" : path, firstUse, what);
         }
         return verdict;
     }
@@ -273,7 +285,7 @@ public final class KernelVerifier {
         return "MatMul (" + what + ", right operand " + right + ")";
     }
 
-    /** The signature of a product's verdict: one check per signature for the process's life. */
+    /** The key of a product's verdict in this process: its backend and its signature. */
     static String productKey(
             AmpBackend backend,
             String operation,
@@ -283,15 +295,13 @@ public final class KernelVerifier {
             boolean gradients) {
         return System.identityHashCode(backend)
                 + "|"
-                + operation
-                + "|"
-                + left
-                + "|"
-                + device
-                + "|"
-                + precision
-                + "|"
-                + gradients;
+                + productSignature(operation, left, device, precision, gradients);
+    }
+
+    /** The signature of a product's verdict: one check per signature. */
+    private static String productSignature(
+            String operation, Shape left, Device device, Precision precision, boolean gradients) {
+        return operation + "|" + left + "|" + device + "|" + precision + "|" + gradients;
     }
 
     /**

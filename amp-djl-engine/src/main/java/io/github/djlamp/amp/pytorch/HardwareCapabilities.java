@@ -40,7 +40,7 @@ final class HardwareCapabilities {
             return forCuda(device, capability);
         }
         if (Device.Type.CPU.equals(device.getDeviceType())) {
-            return forCpu(device, cpuFlags());
+            return forCpu(device, cpuFlags(), OneDnnIsa.capInForce());
         }
         return new DeviceCapabilities(
                 device,
@@ -95,10 +95,32 @@ final class HardwareCapabilities {
                         + " not speed this GPU up");
     }
 
-    /** Capabilities of a CPU from its {@code /proc/cpuinfo} flags. */
+    /** Capabilities of a CPU from its {@code /proc/cpuinfo} flags, with no ISA cap in force. */
     static DeviceCapabilities forCpu(Device device, Set<String> flags) {
+        return forCpu(device, flags, null);
+    }
+
+    /**
+     * Capabilities of a CPU from its {@code /proc/cpuinfo} flags and the ISA cap oneDNN runs under
+     * ({@code ONEDNN_MAX_CPU_ISA}, null for none): under a cap below AVX512_CORE_BF16 oneDNN
+     * emulates bf16 whatever the flags say (measured 0.15x plain DJL's fp32).
+     */
+    static DeviceCapabilities forCpu(Device device, Set<String> flags, String isaCap) {
         boolean bf16 = flags.contains("avx512_bf16") || flags.contains("amx_bf16");
         boolean fp16 = flags.contains("avx512_fp16") || flags.contains("amx_fp16");
+        if (bf16 && !OneDnnIsa.allowsNativeBf16(isaCap)) {
+            return new DeviceCapabilities(
+                    device,
+                    false,
+                    false,
+                    Precision.FP32,
+                    "this CPU has AVX512-BF16, but oneDNN runs under "
+                            + OneDnnIsa.VARIABLE
+                            + "="
+                            + isaCap
+                            + ", below AVX512_CORE_BF16: bf16 is emulated there and slower than"
+                            + " fp32");
+        }
         if (bf16) {
             String which = flags.contains("amx_bf16") ? "AMX-BF16" : "AVX512-BF16";
             return new DeviceCapabilities(

@@ -1,6 +1,7 @@
 package io.github.djlamp.amp.pytorch;
 
 import ai.djl.Device;
+import ai.djl.engine.Engine;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
@@ -37,7 +38,7 @@ import java.util.function.Supplier;
  */
 public final class PtAmpBackend implements AmpBackend {
 
-    private final Map<Device, DeviceCapabilities> capabilities = new ConcurrentHashMap<>();
+    private final Map<String, DeviceCapabilities> capabilities = new ConcurrentHashMap<>();
     private final AtomicLong hostReads = new AtomicLong();
     private volatile AmpKernels kernels;
 
@@ -445,10 +446,40 @@ public final class PtAmpBackend implements AmpBackend {
         return fp32;
     }
 
-    /** {@inheritDoc} */
+    /**
+     * {@inheritDoc}
+     *
+     * <p>On the CPU, what oneDNN runs under the ISA cap in force ({@link OneDnnIsa}), not the CPU's
+     * flags alone: under a cap below AVX512_CORE_BF16, bf16 is emulated and {@code auto} picks
+     * fp32.
+     */
     @Override
     public DeviceCapabilities capabilities(Device device) {
-        return capabilities.computeIfAbsent(device, HardwareCapabilities::of);
+        // the cap is part of the answer: djl-amp may set it in this process after a first answer
+        return capabilities.computeIfAbsent(
+                device + "|" + OneDnnIsa.capInForce(), k -> HardwareCapabilities.of(device));
+    }
+
+    /**
+     * {@inheritDoc}
+     *
+     * <p>Here: where a kept verdict says oneDNN's kernels are wrong on this machine, {@code
+     * ONEDNN_MAX_CPU_ISA=AVX2} set in this process before oneDNN's first kernel ({@link
+     * OneDnnCure}).
+     */
+    @Override
+    public void preparePlatform(boolean cureAllowed) {
+        OneDnnCure.cureOnce(cureAllowed, () -> OneDnnCure.keptUnsound(this));
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public String kernelEnvironment() {
+        return getEngineName()
+                + " "
+                + Engine.getEngine(getEngineName()).getVersion()
+                + ", "
+                + OneDnnIsa.describe();
     }
 
     /** {@inheritDoc} */

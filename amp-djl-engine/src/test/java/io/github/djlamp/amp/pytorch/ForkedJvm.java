@@ -52,6 +52,23 @@ public final class ForkedJvm {
     }
 
     /**
+     * A JVM's command line with this JVM's {@code djlamp.verdicts} (off in the build's tests),
+     * unless it sets its own: a test's child keeps no verdict in the user's cache.
+     */
+    private static List<String> keepingVerdictsAsThisJvm(List<String> command) {
+        String verdicts = System.getProperty("djlamp.verdicts");
+        boolean java = !command.isEmpty() && command.get(0).endsWith("java");
+        if (verdicts == null
+                || !java
+                || command.stream().anyMatch(a -> a.startsWith("-Ddjlamp.verdicts="))) {
+            return command;
+        }
+        List<String> withVerdicts = new ArrayList<>(command);
+        withVerdicts.add(1, "-Ddjlamp.verdicts=" + verdicts);
+        return withVerdicts;
+    }
+
+    /**
      * Runs a command line, a JVM's, and waits up to five minutes for it.
      *
      * @param command the program and its arguments
@@ -60,6 +77,7 @@ public final class ForkedJvm {
      * @throws InterruptedException if interrupted while waiting
      */
     public static Result run(List<String> command) throws IOException, InterruptedException {
+        command = keepingVerdictsAsThisJvm(command);
         File log = File.createTempFile("forked-jvm", ".log");
         try {
             Process process =

@@ -8,6 +8,7 @@ import ai.djl.Device;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.spi.AmpBackends;
 import io.github.djlamp.amp.spi.DeviceCapabilities;
+import java.nio.file.Path;
 import java.util.Set;
 import org.junit.jupiter.api.Test;
 
@@ -56,7 +57,56 @@ class HardwareCapabilitiesTest {
         Set<String> flags = HardwareCapabilities.cpuFlags();
         DeviceCapabilities caps = AmpBackends.forEngine("PyTorch").capabilities(Device.cpu());
         boolean bf16 = flags.contains("avx512_bf16") || flags.contains("amx_bf16");
+        // an ISA cap in force (ONEDNN_MAX_CPU_ISA=AVX2 exported, say) makes bf16 emulated
+        boolean nativeBf16 = bf16 && OneDnnIsa.allowsNativeBf16(OneDnnIsa.capInForce());
         assertEquals(
-                bf16 ? Precision.BF16 : Precision.FP32, caps.getRecommended(), caps.toString());
+                nativeBf16 ? Precision.BF16 : Precision.FP32,
+                caps.getRecommended(),
+                caps.toString());
+    }
+
+    /**
+     * Under a oneDNN cap below AVX512_CORE_BF16 an AVX512-BF16 CPU emulates bf16 (0.15x plain DJL's
+     * fp32 on the machine of issue 43): {@code auto} picks fp32 and says why.
+     */
+    @Test
+    void aCapBelowAvx512Bf16MakesAutoPickFp32() {
+        Set<String> zen5 = Set.of("avx2", "avx512f", "avx512_bf16");
+        for (String cap :
+                new String[] {"AVX2", "avx2", "AVX512_CORE", "AVX512_CORE_VNNI", "SSE41"}) {
+            DeviceCapabilities capped = HardwareCapabilities.forCpu(Device.cpu(), zen5, cap);
+            assertEquals(Precision.FP32, capped.getRecommended(), cap);
+            assertFalse(capped.isBf16Fast(), cap);
+            assertTrue(
+                    capped.getReason().contains("ONEDNN_MAX_CPU_ISA=" + cap), capped.getReason());
+        }
+        for (String cap : new String[] {null, "AVX512_CORE_BF16", "AVX512_CORE_AMX", "ALL"}) {
+            assertEquals(
+                    Precision.BF16,
+                    HardwareCapabilities.forCpu(Device.cpu(), zen5, cap).getRecommended(),
+                    String.valueOf(cap));
+        }
+    }
+
+    /**
+     * The cap comes from the environment the JVM started with, as oneDNN reads it, and is part of
+     * the key of the kept verdicts.
+     */
+    @Test
+    void theCapInForceIsReadFromTheEnvironment() throws Exception {
+        ProcessBuilder child =
+                new ProcessBuilder(
+                                Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+                                "-cp",
+                                System.getProperty("java.class.path"),
+                                IsaCapChild.class.getName())
+                        .redirectErrorStream(true);
+        child.environment().remove(OneDnnIsa.OLD_VARIABLE);
+        child.environment().put(OneDnnIsa.VARIABLE, "AVX2");
+        Process process = child.start();
+        String output = new String(process.getInputStream().readAllBytes());
+        assertEquals(0, process.waitFor(), output);
+        assertTrue(output.contains("cap=AVX2"), output);
+        assertTrue(output.contains("zen5 under the cap picks FP32"), output);
     }
 }

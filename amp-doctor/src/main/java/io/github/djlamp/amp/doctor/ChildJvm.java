@@ -281,7 +281,10 @@ final class ChildJvm {
         return String.join(File.pathSeparator, entries);
     }
 
-    /** The system properties of this JVM that DJL, its engines and its logging read. */
+    /**
+     * The system properties of this JVM that DJL, its engines, its logging and djl-amp read (where
+     * and whether verdicts are kept: the children's kernel checks keep theirs as this JVM would).
+     */
     static List<String> systemProperties() {
         List<String> options = new ArrayList<>();
         Properties properties = System.getProperties();
@@ -292,6 +295,7 @@ final class ChildJvm {
                     || name.startsWith("ENGINE_")
                     || name.startsWith("PYTORCH_")
                     || name.startsWith("jna.")
+                    || name.startsWith("djlamp.")
                     || name.startsWith("org.slf4j.")
                     || name.equals("java.library.path")) {
                 options.add("-D" + name + "=" + properties.getProperty(name));

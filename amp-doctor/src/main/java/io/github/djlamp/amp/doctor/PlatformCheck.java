@@ -1,7 +1,12 @@
 package io.github.djlamp.amp.doctor;
 
 import ai.djl.Device;
+import ai.djl.engine.Engine;
+import io.github.djlamp.amp.spi.AmpBackend;
+import io.github.djlamp.amp.spi.AmpBackends;
 import io.github.djlamp.amp.verify.KernelVerifier;
+import io.github.djlamp.amp.verify.RememberedVerdicts;
+import io.github.djlamp.amp.verify.VerdictMemory;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.nio.file.DirectoryStream;
@@ -14,6 +19,8 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * Finds, before a training job meets them, the kernels of this machine's engine that compute wrong
@@ -66,6 +73,8 @@ public final class PlatformCheck {
     /** How long one child JVM may run by default before it is killed. */
     public static final Duration DEFAULT_TIMEOUT = Duration.ofMinutes(5);
 
+    private static final Logger logger = LoggerFactory.getLogger(PlatformCheck.class);
+
     private static PlatformReport cached;
 
     private final Duration timeout;
@@ -97,16 +106,50 @@ public final class PlatformCheck {
     }
 
     /**
-     * Returns this JVM's report, running the check the first time: a JVM's environment, class path
-     * and machine do not change, so neither does the report.
+     * Returns this machine's report: the one an earlier JVM kept on disk for the same machine,
+     * libraries and ISA cap ({@link RememberedVerdicts}, with djl-amp's kernel verdicts), else the
+     * check run now (its child JVMs) and kept. A JVM's environment, class path and machine do not
+     * change, so neither does the report; {@code -Ddjlamp.verdicts=recheck} runs it again.
      *
      * @return the report
      */
     public static synchronized PlatformReport cached() {
         if (cached == null) {
-            cached = run();
+            cached = keptOrRun();
         }
         return cached;
+    }
+
+    /** What {@link #cached()} keeps its report under, beside the key. */
+    static final String CACHED_SIGNATURE =
+            StandardSuite.class.getName() + "|default engine and device|cure re-run on a defect";
+
+    private static PlatformReport keptOrRun() {
+        AmpBackend backend;
+        try {
+            backend = AmpBackends.forEngine(Engine.getDefaultEngineName());
+            backend.kernelEnvironment(); // the key needs it: an engine that cannot load runs alone
+        } catch (RuntimeException e) {
+            return run();
+        }
+        RememberedVerdicts memory = RememberedVerdicts.current();
+        PlatformReport kept = KeptPlatformReport.recall(memory, backend, CACHED_SIGNATURE);
+        if (kept != null) {
+            logger.info(
+                    "djl-amp: the platform check's report ({}) is the one kept for this machine"
+                            + " and these libraries; no child JVM ran (-D{}=recheck runs it again)",
+                    kept.getVerdict(),
+                    VerdictMemory.PROPERTY);
+            return kept;
+        }
+        PlatformReport report = run();
+        KeptPlatformReport.remember(memory, backend, CACHED_SIGNATURE, report);
+        return report;
+    }
+
+    /** Forgets this JVM's report, so that {@link #cached()} looks again: for tests. */
+    static synchronized void forgetCached() {
+        cached = null;
     }
 
     /**

@@ -116,6 +116,11 @@ public final class PlatformReport {
         };
     }
 
+    /** Why the re-run with the cure could not run its cases, or null. */
+    String getCureProblem() {
+        return cureProblem;
+    }
+
     /**
      * Returns the device the cases ran on, as DJL names it (for example {@code cpu()}).
      *

@@ -355,10 +355,12 @@ final class VerificationCommand implements Callable<Integer> {
             JsonObject json = JsonParser.parseString(result).getAsJsonObject();
             System.out.printf(
                     Locale.ROOT,
-                    "fresh JVM, %s: first step %.1f ms, %d signatures checked, later steps %s ms%n",
+                    "fresh JVM, %s: first step %.1f ms, %d signatures (%d kept by an earlier JVM),"
+                            + " later steps %s ms%n",
                     s,
                     json.get("firstStepMs").getAsDouble(),
                     json.get("signatures").getAsInt(),
+                    json.get("signaturesKept").getAsInt(),
                     json.get("laterStepsMs"));
             return json;
         }

@@ -53,6 +53,10 @@ final class VerificationProbeCommand implements Callable<Integer> {
             json.addProperty("verification", verification.name());
             json.addProperty("firstStepMs", first / 1e6);
             json.addProperty("signatures", verdicts.size());
+            // verdicts an earlier JVM kept on disk: reused, no kernel ran for them here
+            json.addProperty(
+                    "signaturesKept",
+                    verdicts.stream().filter(KernelVerdict::isRemembered).count());
             json.addProperty("layersChecked", VerificationCommand.layers(verdicts));
             json.addProperty("defects", KernelVerdicts.defects().size());
             JsonArray later = new JsonArray();
