@@ -233,25 +233,24 @@ public final class KernelVerifier {
             Precision precision,
             boolean gradients) {
         String operation = productOperation(what, right.getShape());
-        String key =
-                productKey(
-                        backend,
-                        operation,
-                        left.getShape(),
-                        left.getDevice(),
-                        precision,
-                        gradients);
-        if (KernelVerdicts.get(key) == null) {
+        String signature =
+                productSignature(
+                        operation, left.getShape(), left.getDevice(), precision, gradients);
+        if (KernelVerdicts.get(processKey(signature)) == null) {
             return null;
         }
         return verdictOf(
-                productSignature(
-                        operation, left.getShape(), left.getDevice(), precision, gradients),
+                signature,
                 path,
                 "product",
                 () -> {
-                    throw new IllegalStateException("checked already: " + key);
+                    throw new IllegalStateException("checked already: " + signature);
                 });
+    }
+
+    /** A signature's key among this process's verdicts: per backend instance. */
+    private String processKey(String signature) {
+        return System.identityHashCode(backend) + "|" + signature;
     }
 
     /**
@@ -265,7 +264,7 @@ public final class KernelVerifier {
         boolean[] created = new boolean[1];
         KernelVerdict verdict =
                 KernelVerdicts.computeIfAbsent(
-                        System.identityHashCode(backend) + "|" + signature,
+                        processKey(signature),
                         backend,
                         backend.getClass().getName() + "|" + signature,
                         () -> {
