@@ -37,7 +37,7 @@
 #                                phase and each phase's host time, for DJL fp32, djl-amp fp32 and
 #                                bf16 (fused), and the same from PyTorch's profiler for PyTorch eager
 #                                fp32 and bf16 autocast; writes bench/train/target/results-host/
-#                                (RESULTS.md is not touched)
+#                                and bench/train/target/RESULTS-host.md (RESULTS.md is not touched)
 #
 # Environment: THREADS (intra-op threads of both frameworks, default nproc), PYTHON (default
 # /usr/bin/python3, Debian's interpreter, where `apt-get install python3-torch` puts PyTorch).
@@ -167,6 +167,12 @@ if $host; then
         fi
     done
     echo "load at the end $(cut -d' ' -f1-3 /proc/loadavg)"
+    {
+        echo "Written by \`$command_line\` from $started on $revision (THREADS=$threads, STEPS=$steps)."
+        echo
+        "$python" bench/train/host_summary.py --dir "$out"
+    } > bench/train/target/RESULTS-host.md
+    cat bench/train/target/RESULTS-host.md
     exit 0
 fi
 if $d2l; then
