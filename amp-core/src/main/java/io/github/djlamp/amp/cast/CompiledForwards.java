@@ -1,0 +1,125 @@
+package io.github.djlamp.amp.cast;
+
+import ai.djl.Device;
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
+import ai.djl.nn.Block;
+import ai.djl.nn.Parameter;
+import ai.djl.training.ParameterStore;
+import io.github.djlamp.amp.compile.ForwardGraph;
+import io.github.djlamp.amp.compile.ForwardGraphBuilder;
+import io.github.djlamp.amp.compile.NotCompilableException;
+import io.github.djlamp.amp.policy.Precision;
+import io.github.djlamp.amp.spi.AmpBackend;
+import io.github.djlamp.amp.spi.CompiledForward;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The wrapper's compiled forward (a prototype, off unless {@link
+ * MixedPrecisionBlock#compileForward(boolean)} turns it on): the whole tree's forward as one native
+ * call of the engine, made at the first forward on each device. A tree it cannot compile (a block
+ * with no compiled form, checkpointing on, a forward with labels, an engine that cannot) runs as
+ * before, and the first forward says once why.
+ */
+final class CompiledForwards {
+
+    private static final Logger LOG = LoggerFactory.getLogger(MixedPrecisionBlock.class);
+
+    /** What one device got: the compiled forward and the graph, or why not. */
+    private record Outcome(CompiledForward forward, ForwardGraph graph, String refusal) {}
+
+    private volatile boolean enabled;
+    private final Map<Device, Outcome> outcomes = new ConcurrentHashMap<>();
+
+    void setEnabled(boolean on) {
+        enabled = on;
+    }
+
+    boolean isEnabled() {
+        return enabled;
+    }
+
+    /** Whether the tree's forward on {@code device} ran compiled. */
+    boolean isCompiled(Device device) {
+        Outcome outcome = outcomes.get(device);
+        return outcome != null && outcome.forward() != null;
+    }
+
+    /**
+     * Why the tree runs eagerly on {@code device}, or null when it runs compiled or has not run.
+     */
+    String refusal(Device device) {
+        Outcome outcome = outcomes.get(device);
+        return outcome == null ? null : outcome.refusal();
+    }
+
+    /**
+     * Runs the compiled forward, or returns null when the tree runs as before on this device.
+     *
+     * @param compute the precision of convolutions and linear layers (the policy's compute one)
+     */
+    NDList forward(
+            Block original,
+            ParameterStore parameterStore,
+            NDList inputs,
+            boolean hasLabels,
+            boolean training,
+            boolean checkpointing,
+            Precision compute,
+            AmpBackend backend) {
+        Device device = inputs.head().getDevice();
+        Outcome outcome =
+                outcomes.computeIfAbsent(
+                        device,
+                        d -> compile(original, inputs, hasLabels, checkpointing, compute, backend));
+        if (outcome.forward() == null) {
+            return null;
+        }
+        NDList values = new NDList(outcome.graph().parameters().size());
+        for (Parameter parameter : outcome.graph().parameters()) {
+            values.add(parameterStore.getValue(parameter, device, training));
+        }
+        NDArray output = outcome.forward().forward(inputs.singletonOrThrow(), values, training);
+        return new NDList(output);
+    }
+
+    private static Outcome compile(
+            Block original,
+            NDList inputs,
+            boolean hasLabels,
+            boolean checkpointing,
+            Precision compute,
+            AmpBackend backend) {
+        String refusal = null;
+        ForwardGraph graph = null;
+        CompiledForward forward = null;
+        if (inputs.size() != 1) {
+            refusal = "the forward takes " + inputs.size() + " inputs, the compiled one takes one";
+        } else if (hasLabels) {
+            refusal = "a forward with labels";
+        } else if (checkpointing) {
+            refusal = "checkpointing is on";
+        } else {
+            try {
+                graph = ForwardGraphBuilder.of(original, compute);
+                forward = backend.compileForward(graph);
+            } catch (NotCompilableException | UnsupportedOperationException e) {
+                refusal = e.getMessage();
+            }
+        }
+        if (refusal == null) {
+            LOG.info(
+                    "djl-amp: compiled forward: {} runs as one native call ({} operations, "
+                            + "convolutions and linear layers in {})",
+                    original.getClass().getSimpleName(),
+                    graph.operations().size(),
+                    compute.shortName());
+        } else {
+            LOG.warn("djl-amp: compiled forward refused, the model runs eagerly: {}", refusal);
+        }
+        return new Outcome(forward, graph, refusal);
+    }
+}
