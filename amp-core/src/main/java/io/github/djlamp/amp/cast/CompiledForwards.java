@@ -21,8 +21,10 @@ import org.slf4j.LoggerFactory;
  * The wrapper's compiled forward (a prototype, off unless {@link
  * MixedPrecisionBlock#compileForward(boolean)} turns it on): the whole tree's forward as one native
  * call of the engine, made at the first forward on each device. A tree it cannot compile (a block
- * with no compiled form, checkpointing on, a forward with labels, an engine that cannot) runs as
- * before, and the first forward says once why.
+ * with no compiled form, checkpointing on, an engine that cannot) runs as before, and the first
+ * forward says once why. A forward with labels (DJL's {@code Trainer}) runs as a training forward:
+ * DJL's containers hand the labels to their children, and every leaf the graph accepts ignores
+ * them.
  */
 final class CompiledForwards {
 
@@ -65,7 +67,6 @@ final class CompiledForwards {
             Block original,
             ParameterStore parameterStore,
             NDList inputs,
-            boolean hasLabels,
             boolean training,
             boolean checkpointing,
             Precision compute,
@@ -73,8 +74,7 @@ final class CompiledForwards {
         Device device = inputs.head().getDevice();
         Outcome outcome =
                 outcomes.computeIfAbsent(
-                        device,
-                        d -> compile(original, inputs, hasLabels, checkpointing, compute, backend));
+                        device, d -> compile(original, inputs, checkpointing, compute, backend));
         if (outcome.forward() == null) {
             return null;
         }
@@ -89,7 +89,6 @@ final class CompiledForwards {
     private static Outcome compile(
             Block original,
             NDList inputs,
-            boolean hasLabels,
             boolean checkpointing,
             Precision compute,
             AmpBackend backend) {
@@ -98,8 +97,6 @@ final class CompiledForwards {
         CompiledForward forward = null;
         if (inputs.size() != 1) {
             refusal = "the forward takes " + inputs.size() + " inputs, the compiled one takes one";
-        } else if (hasLabels) {
-            refusal = "a forward with labels";
         } else if (checkpointing) {
             refusal = "checkpointing is on";
         } else {

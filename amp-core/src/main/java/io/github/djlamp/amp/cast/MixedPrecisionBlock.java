@@ -334,7 +334,6 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
                             original,
                             parameterStore,
                             inputs,
-                            labels != null,
                             training,
                             checkpointing,
                             compute,
