@@ -53,7 +53,13 @@ class CompiledForwardTiming {
                     "graph operations: "
                             + fp32.operations().size()
                             + ", parameters: "
-                            + fp32.parameters().size());
+                            + fp32.parameters().size()
+                            + ", by kind: "
+                            + fp32.operations().stream()
+                                    .collect(
+                                            java.util.stream.Collectors.groupingBy(
+                                                    op -> op.getClass().getSimpleName(),
+                                                    java.util.stream.Collectors.counting())));
             try (CompiledForward compiled32 = AmpBackends.forManager(manager).compileForward(fp32);
                     CompiledForward compiled16 =
                             AmpBackends.forManager(manager).compileForward(bf16)) {
