@@ -70,11 +70,20 @@ final class CompiledForwards {
             boolean training,
             boolean checkpointing,
             Precision compute,
+            boolean channelsLast,
             AmpBackend backend) {
         Device device = inputs.head().getDevice();
         Outcome outcome =
                 outcomes.computeIfAbsent(
-                        device, d -> compile(original, inputs, checkpointing, compute, backend));
+                        device,
+                        d ->
+                                compile(
+                                        original,
+                                        inputs,
+                                        checkpointing,
+                                        compute,
+                                        channelsLast,
+                                        backend));
         if (outcome.forward() == null) {
             return null;
         }
@@ -91,6 +100,7 @@ final class CompiledForwards {
             NDList inputs,
             boolean checkpointing,
             Precision compute,
+            boolean channelsLast,
             AmpBackend backend) {
         String refusal = null;
         ForwardGraph graph = null;
@@ -101,7 +111,7 @@ final class CompiledForwards {
             refusal = "checkpointing is on";
         } else {
             try {
-                graph = ForwardGraphBuilder.of(original, compute);
+                graph = ForwardGraphBuilder.of(original, compute, channelsLast);
                 forward = backend.compileForward(graph);
             } catch (NotCompilableException | UnsupportedOperationException e) {
                 refusal = e.getMessage();

@@ -337,6 +337,7 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
                             training,
                             checkpointing,
                             compute,
+                            lowLayout == MemoryLayout.CHANNELS_LAST,
                             devices.backend());
             if (outputs != null) {
                 return outputs;

@@ -13,9 +13,14 @@ import java.util.List;
  * @param parameters the tree's parameters the operations read, BatchNorm's running statistics among
  *     them (updated in place in training)
  * @param lowPrecision the precision of the operations marked low-precision (FP32 when none is)
+ * @param channelsLast whether 2-D convolutions take their 16-bit input and weight channels-last
+ *     (the layout oneDNN's bf16 kernels and Tensor Cores want)
  */
 public record ForwardGraph(
-        List<ForwardOp> operations, List<Parameter> parameters, Precision lowPrecision) {
+        List<ForwardOp> operations,
+        List<Parameter> parameters,
+        Precision lowPrecision,
+        boolean channelsLast) {
 
     /**
      * Returns the value the forward returns.

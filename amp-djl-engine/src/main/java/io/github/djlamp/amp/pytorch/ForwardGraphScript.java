@@ -18,6 +18,9 @@ final class ForwardGraphScript {
 
     static final String CLASS_NAME = "DjlAmpCompiledForward";
 
+    /** PyTorch's MemoryFormat code of channels-last. */
+    private static final int CHANNELS_LAST = 2;
+
     private ForwardGraphScript() {}
 
     static String source(ForwardGraph graph) {
@@ -43,7 +46,8 @@ final class ForwardGraphScript {
         Set<Integer> lowValues = new HashSet<>();
         for (ForwardOp op : graph.operations()) {
             body.append("    ").append(value(op.out())).append(" = ");
-            body.append(expression(op, low, lowValues, training)).append('\n');
+            body.append(expression(op, low, lowValues, training, graph.channelsLast()))
+                    .append('\n');
         }
         String out = value(graph.output());
         body.append("    return ")
@@ -52,17 +56,29 @@ final class ForwardGraphScript {
     }
 
     private static String expression(
-            ForwardOp op, Precision low, Set<Integer> lowValues, boolean training) {
+            ForwardOp op,
+            Precision low,
+            Set<Integer> lowValues,
+            boolean training,
+            boolean channelsLast) {
         if (op instanceof ForwardOp.Convolution c) {
             if (c.lowPrecision()) {
                 lowValues.add(c.out());
             }
+            // channels-last as the eager path casts them (AmpKernelScript's to_bf16_2)
+            int format = channelsLast && c.dims() == 2 ? CHANNELS_LAST : -1;
+            String in = operand(c.in(), c.lowPrecision(), low, lowValues);
+            String weight = weight(c.weight(), c.lowPrecision(), low);
+            if (c.lowPrecision() && format >= 0) {
+                in = lowValues.contains(c.in()) ? in : layout(in, low, format);
+                weight = layout(param(c.weight()), low, format);
+            }
             return "torch.conv"
                     + c.dims()
                     + "d("
-                    + operand(c.in(), c.lowPrecision(), low, lowValues)
+                    + in
                     + ", "
-                    + weight(c.weight(), c.lowPrecision(), low)
+                    + weight
                     + ", "
                     + bias(c.bias(), c.lowPrecision(), low)
                     + ", "
@@ -170,6 +186,20 @@ final class ForwardGraphScript {
 
     private static String bias(int parameter, boolean lowOperation, Precision low) {
         return parameter < 0 ? "None" : weight(parameter, lowOperation, low);
+    }
+
+    private static String layout(String expression, Precision precision, int format) {
+        String cast = expression;
+        if (cast.startsWith("torch.to(") && cast.endsWith(")")) {
+            cast = cast.substring("torch.to(".length(), cast.lastIndexOf(','));
+        }
+        return "torch.to("
+                + cast
+                + ", "
+                + AmpKernelScript.dtypeCode(precision)
+                + ", False, False, "
+                + format
+                + ")";
     }
 
     private static String cast(String expression, Precision precision) {

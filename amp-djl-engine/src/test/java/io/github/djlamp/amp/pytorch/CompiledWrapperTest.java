@@ -86,6 +86,34 @@ class CompiledWrapperTest {
     }
 
     @Test
+    void bf16ResNetIsTheEagerBf16Wrapper() {
+        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+            Block eagerNet = resNet();
+            NDArray x = initialize(eagerNet, manager, new Shape(2, 1, 32, 32));
+            List<float[]> eager = step(Amp.wrap(eagerNet, "mixed_bfloat16"), x);
+            Block compiledNet = resNet();
+            initialize(compiledNet, manager, new Shape(2, 1, 32, 32));
+            MixedPrecisionBlock wrapped =
+                    Amp.wrap(compiledNet, "mixed_bfloat16").compileForward(true);
+            List<float[]> compiled = step(wrapped, x);
+            assertTrue(wrapped.isForwardCompiled(x.getDevice()));
+            // the same casts (channels-last bf16 convolution inputs and weights, fp32 BatchNorm
+            // parameters on bf16 input) and the same kernels as djl-amp's eager bf16 path
+            for (int i = 0; i < eager.size(); i++) {
+                assertArrayEquals(eager.get(i), compiled.get(i), 0f, "array " + i);
+            }
+        }
+    }
+
+    private static Block resNet() {
+        return ResNetV1.builder()
+                .setImageShape(new Shape(1, 32, 32))
+                .setNumLayers(18)
+                .setOutSize(10)
+                .build();
+    }
+
+    @Test
     void aTreeItCannotCompileRunsEagerlyAndSaysWhy() {
         SequentialBlock block = new SequentialBlock();
         block.add(Linear.builder().setUnits(4).build())
