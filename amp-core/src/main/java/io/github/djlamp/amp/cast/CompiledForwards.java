@@ -12,8 +12,12 @@ import io.github.djlamp.amp.compile.NotCompilableException;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.CompiledForward;
+import io.github.djlamp.amp.verify.KernelVerdict;
+import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.Supplier;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -35,6 +39,7 @@ final class CompiledForwards {
 
     private volatile boolean enabled;
     private final Map<Device, Outcome> outcomes = new ConcurrentHashMap<>();
+    private final Set<Device> checked = ConcurrentHashMap.newKeySet();
 
     void setEnabled(boolean on) {
         enabled = on;
@@ -62,6 +67,8 @@ final class CompiledForwards {
      * Runs the compiled forward, or returns null when the tree runs as before on this device.
      *
      * @param compute the precision of convolutions and linear layers (the policy's compute one)
+     * @param checkedKernels the wrapper's kernel verdicts where its 16-bit kernels are checked,
+     *     else null
      */
     NDList forward(
             Block original,
@@ -71,8 +78,14 @@ final class CompiledForwards {
             boolean checkpointing,
             Precision compute,
             boolean channelsLast,
+            Supplier<List<KernelVerdict>> checkedKernels,
             AmpBackend backend) {
         Device device = inputs.head().getDevice();
+        if (checkedKernels != null && !outcomes.containsKey(device) && checked.add(device)) {
+            // the first forward runs eagerly: its 16-bit kernels are checked against fp32 there,
+            // and the compiled forward is made only if every one of them was trusted
+            return null;
+        }
         Outcome outcome =
                 outcomes.computeIfAbsent(
                         device,
@@ -83,6 +96,7 @@ final class CompiledForwards {
                                         checkpointing,
                                         compute,
                                         channelsLast,
+                                        distrusted(checkedKernels, d),
                                         backend));
         if (outcome.forward() == null) {
             return null;
@@ -95,12 +109,31 @@ final class CompiledForwards {
         return new NDList(output);
     }
 
+    /** The first kernel the check kept in fp32 on {@code device}, said as a refusal, or null. */
+    private static String distrusted(Supplier<List<KernelVerdict>> checkedKernels, Device device) {
+        if (checkedKernels == null) {
+            return null;
+        }
+        for (KernelVerdict verdict : checkedKernels.get()) {
+            if (device.equals(verdict.getDevice()) && !verdict.runsLowPrecision()) {
+                return "the kernel check kept "
+                        + verdict.getPaths()
+                        + " in fp32 ("
+                        + String.join("; ", verdict.getFindings())
+                        + "); the compiled forward runs every convolution and linear layer in "
+                        + verdict.getPrecision().shortName();
+            }
+        }
+        return null;
+    }
+
     private static Outcome compile(
             Block original,
             NDList inputs,
             boolean checkpointing,
             Precision compute,
             boolean channelsLast,
+            String distrusted,
             AmpBackend backend) {
         String refusal = null;
         ForwardGraph graph = null;
@@ -109,6 +142,8 @@ final class CompiledForwards {
             refusal = "the forward takes " + inputs.size() + " inputs, the compiled one takes one";
         } else if (checkpointing) {
             refusal = "checkpointing is on";
+        } else if (distrusted != null) {
+            refusal = distrusted;
         } else {
             try {
                 graph = ForwardGraphBuilder.of(original, compute, channelsLast);

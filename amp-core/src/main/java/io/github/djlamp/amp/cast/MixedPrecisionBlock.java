@@ -277,8 +277,9 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
      * as one native call of the engine, convolutions and linear layers in the policy's compute
      * precision, BatchNorm and activations in what reaches them; the backward stays the engine's
      * autograd. A tree with a block it cannot compile runs as before, and the first forward says
-     * why. Not yet with it: 16-bit kernel checks, the intermediate release, the first forward's
-     * summary, per-block fallback.
+     * why. Where 16-bit kernels are checked, the first forward runs eagerly and checks them, and
+     * the tree is compiled only if every one was trusted. Not yet with it: the intermediate
+     * release, per-block fallback, checkpointing.
      *
      * @param on whether to compile
      * @return this block
@@ -338,6 +339,9 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
                             checkpointing,
                             compute,
                             lowLayout == MemoryLayout.CHANNELS_LAST,
+                            verification == KernelVerification.ON && compute != Precision.FP32
+                                    ? this::getKernelVerdicts
+                                    : null,
                             devices.backend());
             if (outputs != null) {
                 return outputs;

@@ -24,6 +24,7 @@ import ai.djl.training.GradientCollector;
 import ai.djl.training.ParameterStore;
 import io.github.djlamp.amp.Amp;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
+import io.github.djlamp.amp.verify.KernelVerification;
 import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.Test;
@@ -69,7 +70,8 @@ class CompiledWrapperTest {
         try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
             NDArray x = initialize(mlp, manager, new Shape(4, 12));
             List<float[]> fp32 = step(mlp, x);
-            MixedPrecisionBlock wrapped = Amp.wrap(mlp, "mixed_bfloat16").compileForward(true);
+            MixedPrecisionBlock wrapped =
+                    Amp.wrap(mlp, "mixed_bfloat16", KernelVerification.OFF).compileForward(true);
             List<float[]> bf16 = step(wrapped, x);
             assertTrue(wrapped.isForwardCompiled(x.getDevice()));
             // the output first, then each gradient
@@ -90,11 +92,13 @@ class CompiledWrapperTest {
         try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
             Block eagerNet = resNet();
             NDArray x = initialize(eagerNet, manager, new Shape(2, 1, 32, 32));
-            List<float[]> eager = step(Amp.wrap(eagerNet, "mixed_bfloat16"), x);
+            List<float[]> eager =
+                    step(Amp.wrap(eagerNet, "mixed_bfloat16", KernelVerification.OFF), x);
             Block compiledNet = resNet();
             initialize(compiledNet, manager, new Shape(2, 1, 32, 32));
             MixedPrecisionBlock wrapped =
-                    Amp.wrap(compiledNet, "mixed_bfloat16").compileForward(true);
+                    Amp.wrap(compiledNet, "mixed_bfloat16", KernelVerification.OFF)
+                            .compileForward(true);
             List<float[]> compiled = step(wrapped, x);
             assertTrue(wrapped.isForwardCompiled(x.getDevice()));
             // the same casts (channels-last bf16 convolution inputs and weights, fp32 BatchNorm
@@ -111,6 +115,20 @@ class CompiledWrapperTest {
                 .setNumLayers(18)
                 .setOutSize(10)
                 .build();
+    }
+
+    @Test
+    void withKernelChecksTheFirstForwardRunsEagerlyAndChecks() {
+        Block mlp = new Mlp(12, 5, new int[] {16, 8});
+        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+            NDArray x = initialize(mlp, manager, new Shape(4, 12));
+            MixedPrecisionBlock wrapped = Amp.wrap(mlp, "mixed_bfloat16").compileForward(true);
+            step(wrapped, x);
+            assertFalse(wrapped.isForwardCompiled(x.getDevice()));
+            assertFalse(wrapped.getKernelVerdicts().isEmpty());
+            step(wrapped, x);
+            assertTrue(wrapped.isForwardCompiled(x.getDevice()));
+        }
     }
 
     @Test
