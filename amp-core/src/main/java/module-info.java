@@ -25,6 +25,7 @@ module io.github.djlamp.amp {
 
     exports io.github.djlamp.amp;
     exports io.github.djlamp.amp.cast;
+    exports io.github.djlamp.amp.compile;
     exports io.github.djlamp.amp.diagnostics;
     exports io.github.djlamp.amp.exception;
     exports io.github.djlamp.amp.policy;

@@ -59,6 +59,7 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
     private final TrainingLink trainingLink;
     private final Checkpoints checkpoints;
     private final Map<Device, ArithmeticShare> arithmetic = new ConcurrentHashMap<>();
+    private final CompiledForwards compiled = new CompiledForwards();
     private final Map<Device, InputPrecisions> outputPrecisions = new ConcurrentHashMap<>();
 
     /**
@@ -272,6 +273,44 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
         return forward(parameterStore, data, labels, true, params);
     }
 
+    /**
+     * Turns the compiled forward on or off (a prototype, off by default): the whole tree's forward
+     * as one native call of the engine, convolutions and linear layers in the policy's compute
+     * precision, BatchNorm and activations in what reaches them; the backward stays the engine's
+     * autograd. A tree with a block it cannot compile runs as before, and the first forward says
+     * why. Where 16-bit kernels are checked, the first forward runs eagerly and checks them, and
+     * the tree is compiled only if every one was trusted. Not yet with it: the intermediate
+     * release, per-block fallback, checkpointing.
+     *
+     * @param on whether to compile
+     * @return this block
+     */
+    public MixedPrecisionBlock compileForward(boolean on) {
+        compiled.setEnabled(on);
+        return this;
+    }
+
+    /**
+     * Returns whether the forward on {@code device} runs compiled.
+     *
+     * @param device the device
+     * @return true once a forward there ran as one native call
+     */
+    public boolean isForwardCompiled(Device device) {
+        return compiled.isCompiled(device);
+    }
+
+    /**
+     * Returns why the compiled forward was refused on {@code device}, or null when it runs there
+     * (or is off, or has not run yet).
+     *
+     * @param device the device
+     * @return the block and reason, or null
+     */
+    public String compiledForwardRefusal(Device device) {
+        return compiled.refusal(device);
+    }
+
     /** Both overloads: {@code labels} null for the one without (then as {@code training} says). */
     private NDList forward(
             ParameterStore parameterStore,
@@ -291,6 +330,24 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
         }
         Precision compute = r.policy().getComputePrecision();
         boolean checkpointing = training && checkpoints.plan().isEnabled();
+        if (compiled.isEnabled()) {
+            NDList outputs =
+                    compiled.forward(
+                            original,
+                            parameterStore,
+                            inputs,
+                            training,
+                            checkpointing,
+                            compute,
+                            lowLayout == MemoryLayout.CHANNELS_LAST,
+                            verification == KernelVerification.ON && compute != Precision.FP32
+                                    ? this::getKernelVerdicts
+                                    : null,
+                            devices.backend());
+            if (outputs != null) {
+                return outputs;
+            }
+        }
         if (compute == Precision.FP32 && !checkpointing && !release.isEnabled()) {
             return labels == null
                     ? original.forward(parameterStore, inputs, training, params)

@@ -4,6 +4,7 @@ import ai.djl.engine.Engine;
 import ai.djl.ndarray.NDList;
 import ai.djl.nn.LambdaBlock;
 import ai.djl.nn.ParallelBlock;
+import ai.djl.nn.norm.BatchNorm;
 import ai.djl.nn.norm.Dropout;
 import ai.djl.nn.transformer.ScaledDotProductAttentionBlock;
 import ai.djl.nn.transformer.TransformerEncoderBlock;
@@ -51,6 +52,9 @@ public final class DjlSeam {
                     new FieldSpec(ParallelBlock.class, "function", Function.class),
                     new FieldSpec(LambdaBlock.class, "lambda", Function.class),
                     new FieldSpec(Dropout.class, "rate", float.class),
+                    new FieldSpec(BatchNorm.class, "axis", int.class),
+                    new FieldSpec(BatchNorm.class, "epsilon", float.class),
+                    new FieldSpec(BatchNorm.class, "momentum", float.class),
                     new FieldSpec(ScaledDotProductAttentionBlock.class, "embeddingSize", int.class),
                     new FieldSpec(ScaledDotProductAttentionBlock.class, "headCount", int.class),
                     new FieldSpec(
@@ -110,6 +114,22 @@ public final class DjlSeam {
     @SuppressWarnings("unchecked")
     public static Function<NDList, NDList> lambdaFunction(LambdaBlock block) {
         return (Function<NDList, NDList>) read(block, LambdaBlock.class, "lambda");
+    }
+
+    /**
+     * Returns a BatchNorm's axis, epsilon and momentum (DJL's convention: the share the running
+     * statistics keep), which DJL keeps in private fields.
+     *
+     * @param block the block
+     * @return {axis, epsilon, momentum}
+     * @throws AmpException if this DJL version has no such fields
+     */
+    public static float[] batchNormSettings(BatchNorm block) {
+        return new float[] {
+            (int) read(block, BatchNorm.class, "axis"),
+            (float) read(block, BatchNorm.class, "epsilon"),
+            (float) read(block, BatchNorm.class, "momentum")
+        };
     }
 
     /**

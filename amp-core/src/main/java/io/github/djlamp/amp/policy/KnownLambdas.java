@@ -265,6 +265,51 @@ final class KnownLambdas {
                 : null;
     }
 
+    /**
+     * The label of the one DJL function {@code lambda} runs ("ReLU", "batchFlatten",
+     * "globalAvgPool2d", "identity"), or null when its sites disagree, run a user's body, or are
+     * not known.
+     */
+    static String functionLabel(LambdaBlock lambda) {
+        Object function = functionOf(() -> DjlSeam.lambdaFunction(lambda));
+        return function == null ? null : label(function, Use.LAMBDA_BLOCK, lambda.getName());
+    }
+
+    /**
+     * Where the sites that may have made {@code function} are several DJL functions (the method
+     * references one factory class hands to {@code LambdaBlock.singleton}), the block's name, which
+     * that factory sets, tells them apart, as {@link #isKnown} does.
+     */
+    private static String label(Object function, Use destination, String blockName) {
+        List<LambdaSites.Site> candidates = LambdaSites.candidates(function, destination);
+        if (candidates == null) {
+            return null;
+        }
+        Set<Known> known = knownOf(candidates, LambdaSites.capturingClass(function.getClass()));
+        if (known == null || known.isEmpty() || known.contains(SAFE_BODY)) {
+            return null;
+        }
+        if (known.size() > 1) {
+            known.removeIf(k -> !k.label().equals(blockName));
+            if (known.size() != 1) {
+                return null;
+            }
+        }
+        Known only = known.iterator().next();
+        if (only.wrapper()) {
+            Object wrapped = wrappedFunction(function);
+            return wrapped == null ? null : label(wrapped, Use.SINGLETON, blockName);
+        }
+        return only.label();
+    }
+
+    /** Whether {@code block}'s join is ResNetV1's: the branches added, then relu. */
+    static boolean isResNetJoin(ParallelBlock block) {
+        return writtenIn(
+                functionOf(() -> DjlSeam.parallelJoin(block)),
+                Set.of("ai.djl.basicmodelzoo.cv.classification.ResNetV1"));
+    }
+
     /** Whether "owner.name(descriptor)" is a DJL function listed here with a bf16 kernel. */
     static boolean isBf16Function(String key) {
         Known function = FUNCTIONS.get(key);

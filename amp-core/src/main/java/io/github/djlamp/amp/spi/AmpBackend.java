@@ -5,6 +5,7 @@ import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import ai.djl.nn.Block;
+import io.github.djlamp.amp.compile.ForwardGraph;
 import io.github.djlamp.amp.policy.Precision;
 import java.util.List;
 import java.util.function.Function;
@@ -445,5 +446,20 @@ public interface AmpBackend {
                 getEngineName()
                         + "'s engine layer has no autocast djl-amp can switch on: TorchScript"
                         + " modules and recurrent blocks run in fp32");
+    }
+
+    /**
+     * Makes {@code graph} into one native call of the engine (a prototype: djl-amp asks only when
+     * the user turned the compiled forward on).
+     *
+     * <p>The default refuses: the engine runs every operation on its own.
+     *
+     * @param graph the forward, its parameters in order
+     * @return the compiled forward, owned by the caller
+     * @throws UnsupportedOperationException when the engine cannot compile a forward
+     */
+    default CompiledForward compileForward(ForwardGraph graph) {
+        throw new UnsupportedOperationException(
+                getEngineName() + "'s engine layer cannot compile a forward");
     }
 }

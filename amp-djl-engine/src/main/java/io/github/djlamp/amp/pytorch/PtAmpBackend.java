@@ -14,9 +14,11 @@ import ai.djl.pytorch.engine.PtNDArray;
 import ai.djl.pytorch.engine.PtSymbolBlock;
 import ai.djl.pytorch.jni.JniUtils;
 import ai.djl.util.Pair;
+import io.github.djlamp.amp.compile.ForwardGraph;
 import io.github.djlamp.amp.exception.AmpException;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.spi.AmpBackend;
+import io.github.djlamp.amp.spi.CompiledForward;
 import io.github.djlamp.amp.spi.DeviceCapabilities;
 import io.github.djlamp.amp.spi.DeviceScaleState;
 import io.github.djlamp.amp.spi.DynamicScaleSettings;
@@ -611,5 +613,13 @@ public final class PtAmpBackend implements AmpBackend {
     @Override
     public void releaseFreedMemory(Device device) {
         FreedMemory.release(device);
+    }
+
+    /**
+     * A TorchScript module running the graph, one JNI call a forward ({@link PtCompiledForward}).
+     */
+    @Override
+    public CompiledForward compileForward(ForwardGraph graph) {
+        return PtCompiledForward.load(graph);
     }
 }

@@ -81,6 +81,7 @@ class ModulePathTest {
                                         " ",
                                         core,
                                         core + ".cast",
+                                        core + ".compile",
                                         core + ".diagnostics",
                                         core + ".exception",
                                         core + ".policy",

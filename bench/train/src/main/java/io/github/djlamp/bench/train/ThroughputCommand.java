@@ -43,7 +43,7 @@ final class ThroughputCommand implements Callable<Integer> {
                             + " djl-amp-bf16-fused, djl-amp-bf16-fused-unchecked,"
                             + " djl-amp-bf16-fused-ckpt-stages, djl-amp-fp16, djl-amp-fp16-nchw,"
                             + " djl-amp-fp16-fused, djl-amp-fp16-auto, djl-amp-fp32,"
-                            + " djl-amp-fp32-fused,"
+                            + " djl-amp-fp32-fused, djl-amp-fp32-compiled, djl-amp-bf16-compiled,"
                             + " djl-amp-fp32-dynamic.")
     String variants;
 

@@ -225,6 +225,27 @@ public enum Variant {
             return Amp.wrap(block, "float32");
         }
     },
+    /**
+     * djl-amp's lean fp32 with the compiled forward (a prototype): the network's forward as one
+     * TorchScript call, bitwise the eager one.
+     */
+    AMP_FP32_COMPILED(
+            "djl-amp-fp32-compiled", "djl-amp float32 policy, compiled forward (prototype)") {
+        @Override
+        Block wrap(Block block) {
+            return Amp.wrap(block, "float32").compileForward(true);
+        }
+    },
+    /**
+     * djl-amp bf16 with the compiled forward (a prototype): convolutions and linear layers cast to
+     * bf16 inside the one TorchScript call (contiguous layout, no kernel checks).
+     */
+    AMP_BF16_COMPILED("djl-amp-bf16-compiled", "djl-amp bf16, compiled forward (prototype)") {
+        @Override
+        Block wrap(Block block) {
+            return Amp.wrap(block, "mixed_bfloat16", KernelVerification.OFF).compileForward(true);
+        }
+    },
     /** djl-amp's lean fp32 (policy float32) with PyTorch's fused optimizer kernels. */
     AMP_FP32_FUSED("djl-amp-fp32-fused", "djl-amp float32 policy, fused optimizer step") {
         @Override

@@ -1,0 +1,65 @@
+package io.github.djlamp.amp.compile;
+
+/**
+ * One operation of a {@link ForwardGraph}, in the terms of DJL's PyTorch engine calls it stands
+ * for. Values are numbered: 0 is the input, each operation writes the value {@code out}; parameters
+ * are indices into {@link ForwardGraph#parameters()}.
+ */
+public sealed interface ForwardOp {
+
+    /**
+     * Returns the value this operation writes.
+     *
+     * @return its number
+     */
+    int out();
+
+    /**
+     * DJL's {@code Convolution}: {@code dims} spatial dimensions, {@code bias} -1 when the block
+     * has none; {@code lowPrecision} when the plan runs it in the graph's 16-bit precision.
+     */
+    record Convolution(
+            int out,
+            int in,
+            int weight,
+            int bias,
+            int dims,
+            long[] stride,
+            long[] padding,
+            long[] dilation,
+            int groups,
+            boolean lowPrecision)
+            implements ForwardOp {}
+
+    /** DJL's {@code Linear}: bias -1 when it has none. */
+    record Linear(int out, int in, int weight, int bias, boolean lowPrecision)
+            implements ForwardOp {}
+
+    /**
+     * DJL's {@code BatchNorm} over axis 1, its running statistics updated in place in training;
+     * {@code pytorchMomentum} is the share of the new batch, as DJL's engine passes it ({@code 1 -
+     * momentum} computed in float).
+     */
+    record BatchNorm(
+            int out,
+            int in,
+            int gamma,
+            int beta,
+            int runningMean,
+            int runningVar,
+            double pytorchMomentum,
+            double epsilon)
+            implements ForwardOp {}
+
+    /** An elementwise function of DJL's {@code Activation}: "relu", "sigmoid" or "tanh". */
+    record Pointwise(int out, int in, String function) implements ForwardOp {}
+
+    /** DJL's {@code Blocks.batchFlatten}: every axis after the first into one. */
+    record Flatten(int out, int in) implements ForwardOp {}
+
+    /** DJL's {@code Pool.globalAvgPool*d}: the mean over the spatial axes, shape (N, C). */
+    record GlobalAvgPool(int out, int in, int dims) implements ForwardOp {}
+
+    /** ResNetV1's residual join: {@code relu(a + b)}. */
+    record AddRelu(int out, int a, int b) implements ForwardOp {}
+}

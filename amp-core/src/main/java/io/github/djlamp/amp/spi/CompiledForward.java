@@ -1,0 +1,27 @@
+package io.github.djlamp.amp.spi;
+
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
+
+/**
+ * A block tree's forward made into one native call by an engine ({@link
+ * AmpBackend#compileForward}). Autograd records through it: the gradients of the output reach the
+ * parameters' arrays as the eager forward's would.
+ */
+public interface CompiledForward extends AutoCloseable {
+
+    /**
+     * Runs the forward.
+     *
+     * @param input the tree's one input
+     * @param parameters the values of the graph's parameters, in its order, on the input's device
+     * @param training whether to run as DJL does in training (BatchNorm on the batch's statistics,
+     *     updating the running ones in place)
+     * @return the output, fp32, attached to the input's manager
+     */
+    NDArray forward(NDArray input, NDList parameters, boolean training);
+
+    /** Releases the engine's module. */
+    @Override
+    void close();
+}

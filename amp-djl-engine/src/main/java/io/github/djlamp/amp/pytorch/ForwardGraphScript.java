@@ -1,0 +1,227 @@
+package io.github.djlamp.amp.pytorch;
+
+import io.github.djlamp.amp.compile.ForwardGraph;
+import io.github.djlamp.amp.compile.ForwardOp;
+import io.github.djlamp.amp.policy.Precision;
+import java.util.Arrays;
+import java.util.HashSet;
+import java.util.Set;
+import java.util.stream.Collectors;
+
+/**
+ * Writes a {@link ForwardGraph} as a TorchScript module whose methods run it, each operation the
+ * ATen call DJL's PyTorch engine makes for it, so that fp32 results are bitwise DJL's. Operations
+ * marked low-precision cast their input, weight and bias with differentiable {@code torch.to}
+ * (gradients reach the fp32 masters in fp32); the output is cast back to fp32.
+ */
+final class ForwardGraphScript {
+
+    static final String CLASS_NAME = "DjlAmpCompiledForward";
+
+    /** PyTorch's MemoryFormat code of channels-last. */
+    private static final int CHANNELS_LAST = 2;
+
+    private ForwardGraphScript() {}
+
+    static String source(ForwardGraph graph) {
+        return String.join(
+                "\n",
+                "class " + CLASS_NAME + "(Module):",
+                "  __parameters__ = []",
+                "  __buffers__ = []",
+                "  training : bool",
+                method(graph, "forward", true),
+                method(graph, "forward_inference", false),
+                "");
+    }
+
+    private static String method(ForwardGraph graph, String name, boolean training) {
+        StringBuilder body = new StringBuilder();
+        body.append("  def ")
+                .append(name)
+                .append("(self: __torch__.")
+                .append(CLASS_NAME)
+                .append(", x: Tensor, p: List[Tensor]) -> Tensor:\n");
+        Precision low = graph.lowPrecision();
+        Set<Integer> lowValues = new HashSet<>();
+        for (ForwardOp op : graph.operations()) {
+            body.append("    ").append(value(op.out())).append(" = ");
+            body.append(expression(op, low, lowValues, training, graph.channelsLast()))
+                    .append('\n');
+        }
+        String out = value(graph.output());
+        body.append("    return ")
+                .append(lowValues.contains(graph.output()) ? cast(out, Precision.FP32) : out);
+        return body.toString();
+    }
+
+    private static String expression(
+            ForwardOp op,
+            Precision low,
+            Set<Integer> lowValues,
+            boolean training,
+            boolean channelsLast) {
+        if (op instanceof ForwardOp.Convolution c) {
+            if (c.lowPrecision()) {
+                lowValues.add(c.out());
+            }
+            // channels-last as the eager path casts them (AmpKernelScript's to_bf16_2)
+            int format = channelsLast && c.dims() == 2 ? CHANNELS_LAST : -1;
+            String in = operand(c.in(), c.lowPrecision(), low, lowValues);
+            String weight = weight(c.weight(), c.lowPrecision(), low);
+            if (c.lowPrecision() && format >= 0) {
+                in = lowValues.contains(c.in()) ? in : layout(in, low, format);
+                weight = layout(param(c.weight()), low, format);
+            }
+            return "torch.conv"
+                    + c.dims()
+                    + "d("
+                    + in
+                    + ", "
+                    + weight
+                    + ", "
+                    + bias(c.bias(), c.lowPrecision(), low)
+                    + ", "
+                    + list(c.stride())
+                    + ", "
+                    + list(c.padding())
+                    + ", "
+                    + list(c.dilation())
+                    + ", "
+                    + c.groups()
+                    + ")";
+        }
+        if (op instanceof ForwardOp.Linear l) {
+            if (l.lowPrecision()) {
+                lowValues.add(l.out());
+            }
+            return "torch.linear("
+                    + operand(l.in(), l.lowPrecision(), low, lowValues)
+                    + ", "
+                    + weight(l.weight(), l.lowPrecision(), low)
+                    + ", "
+                    + bias(l.bias(), l.lowPrecision(), low)
+                    + ")";
+        }
+        if (op instanceof ForwardOp.BatchNorm b) {
+            // fp32 statistics and affine on a 16-bit input, as the eager 16-bit path runs it
+            inherit(b.out(), b.in(), lowValues);
+            return "torch.batch_norm("
+                    + value(b.in())
+                    + ", "
+                    + param(b.gamma())
+                    + ", "
+                    + param(b.beta())
+                    + ", "
+                    + param(b.runningMean())
+                    + ", "
+                    + param(b.runningVar())
+                    + ", "
+                    + (training ? "True" : "False")
+                    + ", "
+                    + number(b.pytorchMomentum())
+                    + ", "
+                    + number(b.epsilon())
+                    + ", True)";
+        }
+        if (op instanceof ForwardOp.Pointwise f) {
+            inherit(f.out(), f.in(), lowValues);
+            return "torch." + f.function() + "(" + value(f.in()) + ")";
+        }
+        if (op instanceof ForwardOp.Flatten f) {
+            inherit(f.out(), f.in(), lowValues);
+            String in = value(f.in());
+            return "torch.reshape(" + in + ", [" + in + ".size(0), -1])";
+        }
+        if (op instanceof ForwardOp.GlobalAvgPool g) {
+            inherit(g.out(), g.in(), lowValues);
+            String in = value(g.in());
+            long[] ones = new long[g.dims()];
+            Arrays.fill(ones, 1);
+            return "torch.reshape(torch.adaptive_avg_pool"
+                    + g.dims()
+                    + "d("
+                    + in
+                    + ", "
+                    + list(ones)
+                    + "), ["
+                    + in
+                    + ".size(0), "
+                    + in
+                    + ".size(1)])";
+        }
+        if (op instanceof ForwardOp.AddRelu a) {
+            boolean bothLow = lowValues.contains(a.a()) && lowValues.contains(a.b());
+            if (bothLow) {
+                lowValues.add(a.out());
+            }
+            return "torch.relu(torch.add("
+                    + operand(a.a(), bothLow, low, lowValues)
+                    + ", "
+                    + operand(a.b(), bothLow, low, lowValues)
+                    + "))";
+        }
+        throw new IllegalArgumentException("Unknown operation " + op);
+    }
+
+    private static void inherit(int out, int in, Set<Integer> lowValues) {
+        if (lowValues.contains(in)) {
+            lowValues.add(out);
+        }
+    }
+
+    /** A value in the precision the operation computes in: cast where it is not already. */
+    private static String operand(
+            int value, boolean lowOperation, Precision low, Set<Integer> lowValues) {
+        boolean isLow = lowValues.contains(value);
+        if (lowOperation == isLow) {
+            return value(value);
+        }
+        return cast(value(value), lowOperation ? low : Precision.FP32);
+    }
+
+    private static String weight(int parameter, boolean lowOperation, Precision low) {
+        return lowOperation ? cast(param(parameter), low) : param(parameter);
+    }
+
+    private static String bias(int parameter, boolean lowOperation, Precision low) {
+        return parameter < 0 ? "None" : weight(parameter, lowOperation, low);
+    }
+
+    private static String layout(String expression, Precision precision, int format) {
+        String cast = expression;
+        if (cast.startsWith("torch.to(") && cast.endsWith(")")) {
+            cast = cast.substring("torch.to(".length(), cast.lastIndexOf(','));
+        }
+        return "torch.to("
+                + cast
+                + ", "
+                + AmpKernelScript.dtypeCode(precision)
+                + ", False, False, "
+                + format
+                + ")";
+    }
+
+    private static String cast(String expression, Precision precision) {
+        return "torch.to(" + expression + ", " + AmpKernelScript.dtypeCode(precision) + ")";
+    }
+
+    private static String value(int value) {
+        return value == 0 ? "x" : "v" + value;
+    }
+
+    private static String param(int index) {
+        return "p[" + index + "]";
+    }
+
+    private static String list(long[] values) {
+        return Arrays.stream(values)
+                .mapToObj(Long::toString)
+                .collect(Collectors.joining(", ", "[", "]"));
+    }
+
+    /** A double as TorchScript reads it back exactly. */
+    private static String number(double value) {
+        return Double.toString(value).replace('E', 'e');
+    }
+}

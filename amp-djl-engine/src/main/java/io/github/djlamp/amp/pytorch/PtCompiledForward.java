@@ -1,0 +1,83 @@
+package io.github.djlamp.amp.pytorch;
+
+import ai.djl.Device;
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import ai.djl.pytorch.engine.PtNDManager;
+import ai.djl.pytorch.engine.PtSymbolBlock;
+import ai.djl.pytorch.jni.IValueUtils;
+import ai.djl.pytorch.jni.JniUtils;
+import io.github.djlamp.amp.compile.ForwardGraph;
+import io.github.djlamp.amp.exception.AmpException;
+import io.github.djlamp.amp.spi.CompiledForward;
+import java.io.ByteArrayInputStream;
+import java.io.IOException;
+
+/**
+ * A {@link ForwardGraph} loaded as a TorchScript module ({@link ForwardGraphScript}) and run with
+ * autograd recording through DJL's {@code IValueUtils.forward}: one JNI call a forward. The
+ * parameters travel as one TorchScript list, named by DJL's list convention for the call, their own
+ * names put back afterwards.
+ */
+final class PtCompiledForward implements CompiledForward {
+
+    private static final String METHOD_MARKER = "module_method:";
+
+    private final NDManager manager;
+    private final PtSymbolBlock module;
+    private final NDArray inferenceMarker;
+
+    private PtCompiledForward(NDManager manager, PtSymbolBlock module) {
+        this.manager = manager;
+        this.module = module;
+        this.inferenceMarker = manager.create(0f);
+        inferenceMarker.setName(METHOD_MARKER + "forward_inference");
+    }
+
+    static PtCompiledForward load(ForwardGraph graph) {
+        NDManager manager = NDManager.newBaseManager(Device.cpu(), "PyTorch");
+        String source = ForwardGraphScript.source(graph);
+        byte[] archive = TorchScriptArchive.build(ForwardGraphScript.CLASS_NAME, source);
+        try {
+            PtSymbolBlock module =
+                    JniUtils.loadModule(
+                            (PtNDManager) manager, new ByteArrayInputStream(archive), true, false);
+            return new PtCompiledForward(manager, module);
+        } catch (IOException | RuntimeException e) {
+            manager.close();
+            throw new AmpException("Could not load the compiled forward:\n" + source, e);
+        }
+    }
+
+    @Override
+    public NDArray forward(NDArray input, NDList parameters, boolean training) {
+        NDList call = new NDList(parameters.size() + 2);
+        String[] names = new String[parameters.size() + 1];
+        names[0] = input.getName();
+        input.setName("x");
+        call.add(input);
+        for (int i = 0; i < parameters.size(); i++) {
+            NDArray parameter = parameters.get(i);
+            names[i + 1] = parameter.getName();
+            parameter.setName("p[]");
+            call.add(parameter);
+        }
+        if (!training) {
+            call.add(inferenceMarker);
+        }
+        try {
+            return IValueUtils.forward(module, call, training).singletonOrThrow();
+        } finally {
+            for (int i = 0; i < names.length; i++) {
+                call.get(i).setName(names[i]);
+            }
+        }
+    }
+
+    @Override
+    public void close() {
+        module.close();
+        manager.close();
+    }
+}
