@@ -22,7 +22,14 @@ final class AutocastSafeComposites {
                             + " arrays are DJL's LSTM's outputs (already run under autocast) and"
                             + " ArgProj's Linear outputs, on which its domain map calls only"
                             + " softPlus, add(scalar), squeeze and setName: no data type read"
-                            + " into JNI");
+                            + " into JNI",
+                    "ai.djl.basicmodelzoo.tabular.TabNet",
+                    "TabNet's forward: its Linear layers (autocast's 16 bits), BatchNorm and"
+                            + " GhostBatchNorm (batch_norm with fp32 parameters on a 16-bit input;"
+                            + " split and stack), the GLU lambdas (slices, sigmoid, mul), relu,"
+                            + " SparseMax (argSort to int64, oneHot made in fp32, exp, mul, sum,"
+                            + " div) and its priors made by ones(shape) in fp32: no data type of a"
+                            + " 16-bit array read into JNI");
 
     private AutocastSafeComposites() {}
 
