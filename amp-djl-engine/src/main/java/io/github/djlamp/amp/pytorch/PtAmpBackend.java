@@ -506,14 +506,19 @@ public final class PtAmpBackend implements AmpBackend {
      * <p>True for a {@code PtSymbolBlock} (a TorchScript module: its forward is libtorch's
      * interpreter, through which autocast reaches every operation), and for DJL's {@code LSTM} and
      * {@code RNN} (their Java code reads the parameters and makes fp32 zero states, then hands
-     * everything to one libtorch call, reading no array's data type), each of exactly that class: a
-     * subclass may override the forward. False everywhere when libtorch's autocast cannot be
+     * everything to one libtorch call, reading no array's data type), and for the DJL composites
+     * {@code AutocastSafeComposites} lists (DeepAR's training network), each of exactly that class:
+     * a subclass may override the forward. False everywhere when libtorch's autocast cannot be
      * reached through JNA.
      */
     @Override
     public boolean supportsEngineAutocast(Block block) {
         Class<?> type = block.getClass();
-        boolean engineCode = type == PtSymbolBlock.class || type == LSTM.class || type == RNN.class;
+        boolean engineCode =
+                type == PtSymbolBlock.class
+                        || type == LSTM.class
+                        || type == RNN.class
+                        || AutocastSafeComposites.contains(type);
         return engineCode && LibtorchAutocast.isAvailable();
     }
 
