@@ -16,15 +16,10 @@ import ai.djl.timeseries.distribution.output.NegativeBinomialOutput;
 import ai.djl.timeseries.model.deepar.DeepARNetwork;
 import ai.djl.timeseries.model.deepar.DeepARTrainingNetwork;
 import ai.djl.training.DefaultTrainingConfig;
-import ai.djl.training.EasyTrain;
 import ai.djl.training.Trainer;
-import ai.djl.training.dataset.Batch;
 import ai.djl.training.optimizer.Optimizer;
 import ai.djl.training.tracker.Tracker;
-import ai.djl.translate.Batchifier;
 import io.github.djlamp.amp.Amp;
-import io.github.djlamp.amp.cast.strategy.AutocastStage;
-import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 
@@ -45,34 +40,32 @@ class DeepArUnderEngineAutocastTest {
     private static final int PAST = CONTEXT + 3; // the largest lag is 3
     private static final int TIME_FEATURES = 2;
 
-    private record Run(List<Float> losses, AutocastStage stage, double lowShare) {}
-
     @Test
     void deepArRunsUnderTheEnginesAutocastOrSaysWhyItStaysFp32() {
-        Run fp32 = train(null);
+        CompositeRun fp32 = train(null);
         for (String policy : List.of("mixed_bfloat16", "mixed_float16")) {
-            Run low = train(policy);
-            assertNotNull(low.stage, policy + ": DeepAR runs as one engine-autocast stage");
-            String fallback = low.stage.fallbackReason();
+            CompositeRun low = train(policy);
+            assertNotNull(low.stage(), policy + ": DeepAR runs as one engine-autocast stage");
+            String fallback = low.stage().fallbackReason();
             System.out.println(
                     "DeepAR, "
                             + policy
                             + ": computed in "
-                            + low.stage.lastComputedPrecision()
+                            + low.stage().lastComputedPrecision()
                             + ", "
-                            + String.format("%.1f%%", 100 * low.lowShare)
+                            + String.format("%.1f%%", 100 * low.lowShare())
                             + " of its arithmetic in 16 bits, losses "
-                            + low.losses
+                            + low.losses()
                             + " against fp32's "
-                            + fp32.losses
+                            + fp32.losses()
                             + (fallback == null
                                     ? ""
                                     : "; fp32 because the engine said: " + fallback));
-            float last = low.losses.get(STEPS - 1);
-            float reference = fp32.losses.get(STEPS - 1);
+            float last = low.losses().get(STEPS - 1);
+            float reference = fp32.losses().get(STEPS - 1);
             if (fallback == null) {
-                assertTrue(low.stage.lastComputedPrecision().isReduced(), policy);
-                assertTrue(low.lowShare >= 0.8, policy + ": share " + low.lowShare);
+                assertTrue(low.stage().lastComputedPrecision().isReduced(), policy);
+                assertTrue(low.lowShare() >= 0.8, policy + ": share " + low.lowShare());
                 assertTrue(
                         Math.abs(last - reference) <= 0.03 * Math.abs(reference),
                         policy + ": loss " + last + " against fp32's " + reference);
@@ -91,26 +84,26 @@ class DeepArUnderEngineAutocastTest {
     void withLibtorchsOwnLstmKernelsDeepArComputesIn16Bits() {
         OneDnnSwitch.setEnabled(false);
         try {
-            Run fp32 = train(null);
+            CompositeRun fp32 = train(null);
             for (String policy : List.of("mixed_bfloat16", "mixed_float16")) {
-                Run low = train(policy);
-                assertNotNull(low.stage, policy);
+                CompositeRun low = train(policy);
+                assertNotNull(low.stage(), policy);
                 System.out.println(
                         "DeepAR without oneDNN, "
                                 + policy
                                 + ": computed in "
-                                + low.stage.lastComputedPrecision()
+                                + low.stage().lastComputedPrecision()
                                 + ", "
-                                + String.format("%.1f%%", 100 * low.lowShare)
+                                + String.format("%.1f%%", 100 * low.lowShare())
                                 + " in 16 bits, losses "
-                                + low.losses
+                                + low.losses()
                                 + " against fp32's "
-                                + fp32.losses);
-                assertEquals(null, low.stage.fallbackReason(), policy);
-                assertTrue(low.stage.lastComputedPrecision().isReduced(), policy);
-                assertTrue(low.lowShare >= 0.8, policy + ": share " + low.lowShare);
-                float last = low.losses.get(STEPS - 1);
-                float reference = fp32.losses.get(STEPS - 1);
+                                + fp32.losses());
+                assertEquals(null, low.stage().fallbackReason(), policy);
+                assertTrue(low.stage().lastComputedPrecision().isReduced(), policy);
+                assertTrue(low.lowShare() >= 0.8, policy + ": share " + low.lowShare());
+                float last = low.losses().get(STEPS - 1);
+                float reference = fp32.losses().get(STEPS - 1);
                 assertTrue(
                         Math.abs(last - reference) <= 0.03 * Math.abs(reference),
                         policy + ": loss " + last + " against fp32's " + reference);
@@ -169,11 +162,10 @@ class DeepArUnderEngineAutocastTest {
         return inputs.get(3).get(":, {}:", -CONTEXT + 1).concat(inputs.get(7), 1);
     }
 
-    private static Run train(String policy) {
+    private static CompositeRun train(String policy) {
         Engine.getInstance().setRandomSeed(11);
         DeepARTrainingNetwork block = network();
         MixedPrecisionBlock wrapped = policy == null ? null : Amp.wrap(block, policy);
-        List<Float> losses = new ArrayList<>();
         try (Model model = Model.newInstance("deepar", "PyTorch");
                 NDManager data = NDManager.newBaseManager("PyTorch")) {
             model.setBlock(wrapped == null ? block : wrapped);
@@ -184,49 +176,7 @@ class DeepArUnderEngineAutocastTest {
                 NDList x = inputs(data);
                 NDArray y = label(x);
                 trainer.initialize(shapes(x));
-                for (int step = 0; step < STEPS; step++) {
-                    NDManager stepManager = data.newSubManager();
-                    NDList xs = new NDList();
-                    for (NDArray a : x) {
-                        NDArray d = a.duplicate();
-                        d.attach(stepManager);
-                        xs.add(d);
-                    }
-                    NDArray ys = y.duplicate();
-                    ys.attach(stepManager);
-                    try (Batch batch =
-                            new Batch(
-                                    stepManager,
-                                    xs,
-                                    new NDList(ys),
-                                    BATCH,
-                                    Batchifier.STACK,
-                                    Batchifier.STACK,
-                                    step,
-                                    STEPS)) {
-                        EasyTrain.trainBatch(trainer, batch);
-                        trainer.step();
-                    }
-                    try (NDManager eval = data.newSubManager()) {
-                        NDList copy = new NDList();
-                        for (NDArray a : x) {
-                            NDArray d = a.duplicate();
-                            d.attach(eval);
-                            copy.add(d);
-                        }
-                        NDList out = trainer.evaluate(copy);
-                        losses.add(trainer.getLoss().evaluate(new NDList(y), out).getFloat());
-                    }
-                }
-                if (wrapped == null) {
-                    return new Run(losses, null, 0);
-                }
-                AutocastStage stage =
-                        wrapped.shadowOn(data.getDevice(), data) instanceof AutocastStage s
-                                ? s
-                                : null;
-                ArithmeticShare share = wrapped.getArithmeticShare(data.getDevice());
-                return new Run(losses, stage, share == null ? 0 : share.getLowShare());
+                return CompositeRun.train(trainer, wrapped, data, x, y, BATCH, STEPS);
             }
         }
     }

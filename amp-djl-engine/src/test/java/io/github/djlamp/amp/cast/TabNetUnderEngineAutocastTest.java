@@ -13,18 +13,13 @@ import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Block;
 import ai.djl.training.DefaultTrainingConfig;
-import ai.djl.training.EasyTrain;
 import ai.djl.training.Trainer;
 import ai.djl.training.TrainingConfig;
-import ai.djl.training.dataset.Batch;
 import ai.djl.training.loss.TabNetRegressionLoss;
 import ai.djl.training.optimizer.Optimizer;
 import ai.djl.training.tracker.Tracker;
-import ai.djl.translate.Batchifier;
 import io.github.djlamp.amp.Amp;
-import io.github.djlamp.amp.cast.strategy.AutocastStage;
 import io.github.djlamp.amp.scale.LossScaling;
-import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 
@@ -41,30 +36,28 @@ class TabNetUnderEngineAutocastTest {
     private static final int BATCH = 16;
     private static final int FEATURES = 5;
 
-    private record Run(List<Float> losses, AutocastStage stage, double lowShare) {}
-
     @Test
     void tabNetComputesIn16BitsUnderTheEnginesAutocast() {
-        Run fp32 = train(null);
+        CompositeRun fp32 = train(null);
         for (String policy : List.of("mixed_bfloat16", "mixed_float16")) {
-            Run low = train(policy);
-            assertNotNull(low.stage, policy + ": TabNet runs as one engine-autocast stage");
+            CompositeRun low = train(policy);
+            assertNotNull(low.stage(), policy + ": TabNet runs as one engine-autocast stage");
             System.out.println(
                     "TabNet, "
                             + policy
                             + ": computed in "
-                            + low.stage.lastComputedPrecision()
+                            + low.stage().lastComputedPrecision()
                             + ", "
-                            + String.format("%.1f%%", 100 * low.lowShare)
+                            + String.format("%.1f%%", 100 * low.lowShare())
                             + " of its arithmetic in 16 bits, losses "
-                            + low.losses
+                            + low.losses()
                             + " against fp32's "
-                            + fp32.losses);
-            assertNull(low.stage.fallbackReason(), policy);
-            assertTrue(low.stage.lastComputedPrecision().isReduced(), policy);
-            assertTrue(low.lowShare >= 0.8, policy + ": share " + low.lowShare);
-            float last = low.losses.get(STEPS - 1);
-            float reference = fp32.losses.get(STEPS - 1);
+                            + fp32.losses());
+            assertNull(low.stage().fallbackReason(), policy);
+            assertTrue(low.stage().lastComputedPrecision().isReduced(), policy);
+            assertTrue(low.lowShare() >= 0.8, policy + ": share " + low.lowShare());
+            float last = low.losses().get(STEPS - 1);
+            float reference = fp32.losses().get(STEPS - 1);
             assertTrue(
                     Math.abs(last - reference) <= 0.03 * Math.abs(reference),
                     policy + ": loss " + last + " against fp32's " + reference);
@@ -88,11 +81,10 @@ class TabNetUnderEngineAutocastTest {
         return Amp.configure(config, wrapped);
     }
 
-    private static Run train(String policy) {
+    private static CompositeRun train(String policy) {
         Engine.getInstance().setRandomSeed(13);
         Block block = TabNet.builder().setInputDim(FEATURES).setOutDim(1).optNumSteps(2).build();
         MixedPrecisionBlock wrapped = policy == null ? null : Amp.wrap(block, policy);
-        List<Float> losses = new ArrayList<>();
         DefaultTrainingConfig config =
                 new DefaultTrainingConfig(new TabNetRegressionLoss())
                         .optOptimizer(
@@ -107,41 +99,7 @@ class TabNetUnderEngineAutocastTest {
                 NDArray x = data.randomNormal(new Shape(BATCH, FEATURES));
                 NDArray y = x.sum(new int[] {1}, true).mul(0.5f);
                 trainer.initialize(x.getShape());
-                for (int step = 0; step < STEPS; step++) {
-                    NDManager stepManager = data.newSubManager();
-                    NDArray xs = x.duplicate();
-                    NDArray ys = y.duplicate();
-                    xs.attach(stepManager);
-                    ys.attach(stepManager);
-                    try (Batch batch =
-                            new Batch(
-                                    stepManager,
-                                    new NDList(xs),
-                                    new NDList(ys),
-                                    BATCH,
-                                    Batchifier.STACK,
-                                    Batchifier.STACK,
-                                    step,
-                                    STEPS)) {
-                        EasyTrain.trainBatch(trainer, batch);
-                        trainer.step();
-                    }
-                    try (NDManager eval = data.newSubManager()) {
-                        NDArray copy = x.duplicate();
-                        copy.attach(eval);
-                        NDList out = trainer.evaluate(new NDList(copy));
-                        losses.add(trainer.getLoss().evaluate(new NDList(y), out).getFloat());
-                    }
-                }
-                if (wrapped == null) {
-                    return new Run(losses, null, 0);
-                }
-                AutocastStage stage =
-                        wrapped.shadowOn(data.getDevice(), data) instanceof AutocastStage s
-                                ? s
-                                : null;
-                ArithmeticShare share = wrapped.getArithmeticShare(data.getDevice());
-                return new Run(losses, stage, share == null ? 0 : share.getLowShare());
+                return CompositeRun.train(trainer, wrapped, data, new NDList(x), y, BATCH, STEPS);
             }
         }
     }
