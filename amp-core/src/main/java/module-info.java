@@ -3,12 +3,13 @@
  * policies, the casting wrapper and its summary, loss scaling, the trainer glue and the verb API
  * for custom loops, kernel verification, the alignment report, and the SPI an engine implements.
  *
- * <p>Not exported: {@code cast.internal}, what the casting wrapper shares with the trainer glue,
- * {@code cast.checkpoint}, the activation checkpointing inside the wrapper, and {@code
- * cast.strategy}, the stages of the mirrored composites and of the engine's own autocast. {@code
- * internal} ({@code DjlSeam}, every access past DJL's public API) is exported only to djl-amp's
- * engine and distributed modules. On the class path they are reachable, as every package is; none
- * is part of the API.
+ * <p>Not exported: {@code bytecode}, the reading of lambdas from class files the cast rules ask,
+ * {@code cast.internal}, what the casting wrapper shares with the trainer glue, {@code
+ * cast.checkpoint}, the activation checkpointing inside the wrapper, and {@code cast.strategy}, the
+ * stages of the mirrored composites and of the engine's own autocast. {@code internal} ({@code
+ * DjlSeam}, every access past DJL's public API) is exported only to djl-amp's engine and
+ * distributed modules. On the class path they are reachable, as every package is; none is part of
+ * the API.
  */
 // DJL's api jar is an automatic module with a declared Automatic-Module-Name (ai.djl.api): the
 // name is stable, and the API here hands out its types (Block, NDArray, TrainingConfig).

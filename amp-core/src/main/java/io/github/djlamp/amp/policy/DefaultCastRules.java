@@ -12,6 +12,7 @@ import ai.djl.nn.norm.BatchNorm;
 import ai.djl.nn.norm.Dropout;
 import ai.djl.nn.norm.LayerNorm;
 import ai.djl.nn.recurrent.RecurrentBlock;
+import io.github.djlamp.amp.bytecode.KnownLambdas;
 import java.lang.reflect.Method;
 import java.util.ArrayList;
 import java.util.List;

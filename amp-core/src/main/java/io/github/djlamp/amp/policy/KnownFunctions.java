@@ -2,6 +2,7 @@ package io.github.djlamp.amp.policy;
 
 import ai.djl.nn.LambdaBlock;
 import ai.djl.nn.ParallelBlock;
+import io.github.djlamp.amp.bytecode.KnownLambdas;
 
 /**
  * Which DJL function a lambda block or a parallel join runs, read from class files as {@link

@@ -4,6 +4,8 @@ import ai.djl.nn.AbstractBlock;
 import ai.djl.nn.Block;
 import ai.djl.nn.SequentialBlock;
 import ai.djl.util.Pair;
+import io.github.djlamp.amp.bytecode.KnownLambdas;
+import io.github.djlamp.amp.bytecode.SafeLambdaBodies;
 import java.lang.reflect.Field;
 import java.lang.reflect.InaccessibleObjectException;
 import java.lang.reflect.Method;

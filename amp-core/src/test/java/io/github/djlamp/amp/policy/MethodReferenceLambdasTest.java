@@ -18,6 +18,7 @@ import ai.djl.nn.convolutional.Conv2d;
 import ai.djl.nn.core.Linear;
 import ai.djl.nn.norm.BatchNorm;
 import ai.djl.nn.pooling.Pool;
+import io.github.djlamp.amp.bytecode.KnownLambdas;
 import io.github.djlamp.amp.cast.PrecisionSummary;
 import java.io.InputStream;
 import java.io.Serializable;

@@ -12,6 +12,7 @@ import ai.djl.nn.LambdaBlock;
 import ai.djl.nn.ParallelBlock;
 import ai.djl.nn.SequentialBlock;
 import ai.djl.nn.core.Linear;
+import io.github.djlamp.amp.bytecode.KnownLambdas;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;

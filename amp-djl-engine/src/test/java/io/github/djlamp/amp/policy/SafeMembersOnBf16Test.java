@@ -3,6 +3,7 @@ package io.github.djlamp.amp.policy;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.djlamp.amp.bytecode.SafeLambdaBodies;
 import io.github.djlamp.amp.pytorch.ForkedJvm;
 import java.util.TreeSet;
 import org.junit.jupiter.api.Test;

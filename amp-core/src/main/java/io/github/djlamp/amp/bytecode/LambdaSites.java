@@ -1,4 +1,4 @@
-package io.github.djlamp.amp.policy;
+package io.github.djlamp.amp.bytecode;
 
 import java.io.IOException;
 import java.io.InputStream;
@@ -99,7 +99,7 @@ import org.objectweb.asm.tree.analysis.Value;
  * redefined at run time by an agent. Both are deliberate use of {@code java.lang.invoke} or
  * instrumentation, not a lambda a user wrote.
  */
-final class LambdaSites {
+public final class LambdaSites {
 
     /** Where a lambda site's value may go. */
     enum Use {

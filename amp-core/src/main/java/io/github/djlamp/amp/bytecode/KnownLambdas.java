@@ -1,13 +1,13 @@
-package io.github.djlamp.amp.policy;
+package io.github.djlamp.amp.bytecode;
 
 import ai.djl.nn.Activation;
 import ai.djl.nn.Blocks;
 import ai.djl.nn.LambdaBlock;
 import ai.djl.nn.ParallelBlock;
 import ai.djl.nn.pooling.Pool;
+import io.github.djlamp.amp.bytecode.LambdaSites.Use;
 import io.github.djlamp.amp.exception.AmpException;
 import io.github.djlamp.amp.internal.DjlSeam;
-import io.github.djlamp.amp.policy.LambdaSites.Use;
 import java.lang.reflect.Field;
 import java.lang.reflect.Modifier;
 import java.util.HashMap;
@@ -72,7 +72,7 @@ import org.objectweb.asm.Type;
  * unless {@link LambdaProbe} tells them apart. {@code Activation.reluBlock()}, or the user's lambda
  * in a class of its own, avoids that.
  */
-final class KnownLambdas {
+public final class KnownLambdas {
 
     /**
      * What a known implementation method is.
@@ -177,8 +177,11 @@ final class KnownLambdas {
     /**
      * Returns whether {@code lambda}'s function is verifiably one of DJL's functions that run on
      * 16-bit input as they are.
+     *
+     * @param lambda the block
+     * @return whether its function is such a DJL function
      */
-    static boolean isPassThrough(LambdaBlock lambda) {
+    public static boolean isPassThrough(LambdaBlock lambda) {
         Object function = functionOf(() -> DjlSeam.lambdaFunction(lambda));
         return function != null && isKnown(function, Use.LAMBDA_BLOCK, lambda.getName());
     }
@@ -186,8 +189,11 @@ final class KnownLambdas {
     /**
      * Returns whether the join function of {@code block} is one of the model zoo's known ones, safe
      * on 16-bit branch outputs.
+     *
+     * @param block the parallel block
+     * @return whether its join is known and safe
      */
-    static boolean isKnownJoin(ParallelBlock block) {
+    public static boolean isKnownJoin(ParallelBlock block) {
         Object join = functionOf(() -> DjlSeam.parallelJoin(block));
         return writtenIn(join, JOIN_CAPTURERS)
                 || (join != null && isKnown(join, Use.JOIN, block.getClass().getSimpleName()));
@@ -269,8 +275,11 @@ final class KnownLambdas {
      * The label of the one DJL function {@code lambda} runs ("ReLU", "batchFlatten",
      * "globalAvgPool2d", "identity"), or null when its sites disagree, run a user's body, or are
      * not known.
+     *
+     * @param lambda the block
+     * @return the label, or null
      */
-    static String functionLabel(LambdaBlock lambda) {
+    public static String functionLabel(LambdaBlock lambda) {
         Object function = functionOf(() -> DjlSeam.lambdaFunction(lambda));
         return function == null ? null : label(function, Use.LAMBDA_BLOCK, lambda.getName());
     }
@@ -303,15 +312,25 @@ final class KnownLambdas {
         return only.label();
     }
 
-    /** Whether {@code block}'s join is ResNetV1's: the branches added, then relu. */
-    static boolean isResNetJoin(ParallelBlock block) {
+    /**
+     * Whether {@code block}'s join is ResNetV1's: the branches added, then relu.
+     *
+     * @param block the parallel block
+     * @return whether ResNetV1 wrote its join
+     */
+    public static boolean isResNetJoin(ParallelBlock block) {
         return writtenIn(
                 functionOf(() -> DjlSeam.parallelJoin(block)),
                 Set.of("ai.djl.basicmodelzoo.cv.classification.ResNetV1"));
     }
 
-    /** Whether "owner.name(descriptor)" is a DJL function listed here with a bf16 kernel. */
-    static boolean isBf16Function(String key) {
+    /**
+     * Whether "owner.name(descriptor)" is a DJL function listed here with a bf16 kernel.
+     *
+     * @param key the member, as "owner.name(descriptor)"
+     * @return whether it is listed with a bf16 kernel
+     */
+    public static boolean isBf16Function(String key) {
         Known function = FUNCTIONS.get(key);
         return function != null && function.bf16Kernel();
     }
@@ -342,8 +361,12 @@ final class KnownLambdas {
     /**
      * Returns whether the function of {@code lambda} was written in the code of one of {@code
      * vouched}: see {@link #writtenByVouched(Object, List)}.
+     *
+     * @param lambda the block
+     * @param vouched the classes vouched for
+     * @return whether one of them wrote its function
      */
-    static boolean lambdaWrittenBy(LambdaBlock lambda, List<Class<?>> vouched) {
+    public static boolean lambdaWrittenBy(LambdaBlock lambda, List<Class<?>> vouched) {
         return !vouched.isEmpty()
                 && writtenByVouched(functionOf(() -> DjlSeam.lambdaFunction(lambda)), vouched);
     }
@@ -351,8 +374,12 @@ final class KnownLambdas {
     /**
      * Returns whether the join function of {@code block} was written in the code of one of {@code
      * vouched}: see {@link #writtenByVouched(Object, List)}.
+     *
+     * @param block the parallel block
+     * @param vouched the classes vouched for
+     * @return whether one of them wrote its join
      */
-    static boolean joinWrittenBy(ParallelBlock block, List<Class<?>> vouched) {
+    public static boolean joinWrittenBy(ParallelBlock block, List<Class<?>> vouched) {
         return !vouched.isEmpty()
                 && writtenByVouched(functionOf(() -> DjlSeam.parallelJoin(block)), vouched);
     }

@@ -1,4 +1,4 @@
-package io.github.djlamp.amp.policy;
+package io.github.djlamp.amp.bytecode;
 
 import java.util.HashMap;
 import java.util.HashSet;
@@ -44,7 +44,7 @@ import org.objectweb.asm.tree.MethodNode;
  * itself, checked the same way. A lambda that captures {@code this}, a function or any other object
  * is not safe, whatever it does: what such an object runs cannot be read here.
  */
-final class SafeLambdaBodies {
+public final class SafeLambdaBodies {
 
     private static final int MAX_DEPTH = 4;
 
@@ -61,7 +61,7 @@ final class SafeLambdaBodies {
      * them keeps its fp32 treatment; and {@code matMul}, a 16-bit product the kernel check would
      * not see inside a user's code (djl-amp checks the products it runs itself, attention's).
      */
-    static final Set<String> DJL_MEMBERS =
+    public static final Set<String> DJL_MEMBERS =
             Set.of(
                     "ai/djl/ndarray/NDArray.add(Lai/djl/ndarray/NDArray;)Lai/djl/ndarray/NDArray;",
                     "ai/djl/ndarray/NDArray.sub(Lai/djl/ndarray/NDArray;)Lai/djl/ndarray/NDArray;",
@@ -259,10 +259,10 @@ final class SafeLambdaBodies {
 
     /**
      * One reading of a body and what it calls; remembers what it has seen. A block's own forward
-     * ({@link ReadableBlocks}) may also read the fields that hold its children and call their
-     * forward.
+     * ({@code policy.ReadableBlocks}) may also read the fields that hold its children and call
+     * their forward.
      */
-    static final class Reading {
+    public static final class Reading {
         private final String owner;
         private final Map<String, MethodNode> methods;
         private final Predicate<String> knownFunction;
@@ -281,7 +281,7 @@ final class SafeLambdaBodies {
          * @param viewFields "owner.name" of the fields holding a view of the block's children (a
          *     SequentialBlock listing them), which may be read and whose children may be listed
          */
-        Reading(
+        public Reading(
                 Class<?> capturing,
                 Predicate<String> knownFunction,
                 Set<String> childFields,
@@ -300,7 +300,7 @@ final class SafeLambdaBodies {
          * @param desc its descriptor
          * @return whether its body is safe on bf16 arrays
          */
-        boolean safeMethod(String name, String desc) {
+        public boolean safeMethod(String name, String desc) {
             MethodNode method = methods.get(name + desc);
             if (method == null) {
                 return stopped("its class file has no " + name);
@@ -314,7 +314,7 @@ final class SafeLambdaBodies {
          *
          * @return the first thing read that is not known safe, or null
          */
-        String stoppedAt() {
+        public String stoppedAt() {
             return stop;
         }
 

@@ -1,10 +1,10 @@
-package io.github.djlamp.amp.policy;
+package io.github.djlamp.amp.bytecode;
 
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.types.DataType;
-import io.github.djlamp.amp.policy.LambdaSites.Site;
-import io.github.djlamp.amp.policy.LambdaSites.Use;
+import io.github.djlamp.amp.bytecode.LambdaSites.Site;
+import io.github.djlamp.amp.bytecode.LambdaSites.Use;
 import java.lang.reflect.Proxy;
 import java.util.ArrayList;
 import java.util.List;
@@ -37,7 +37,7 @@ import org.objectweb.asm.tree.TypeInsnNode;
  * is in a class other than the one that wrote the lambda or DJL's (calling it could run that
  * class's static initializer).
  */
-final class LambdaProbe {
+public final class LambdaProbe {
 
     private static final String NDARRAY = Type.getInternalName(NDArray.class);
     private static final String NDLIST = Type.getInternalName(NDList.class);
