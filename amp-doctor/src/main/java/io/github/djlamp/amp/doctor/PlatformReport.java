@@ -212,18 +212,7 @@ public final class PlatformReport {
      */
     public String summary() {
         return switch (verdict) {
-            case SOUND ->
-                    String.format(
-                            Locale.ROOT,
-                            "Platform check: sound. All %d cases (%s; convolutions and a GEMM, forward"
-                                    + " and backward) computed right on %s with %s, in a child JVM"
-                                    + " (pid %s, %.1f s).",
-                            cases.size(),
-                            String.join(", ", precisions()),
-                            device,
-                            engine,
-                            childPids.isEmpty() ? "?" : childPids.get(0),
-                            seconds);
+            case SOUND -> soundSummary();
             case DEFECTS_FOUND ->
                     String.format(
                             Locale.ROOT,
@@ -244,6 +233,38 @@ public final class PlatformReport {
                             seconds,
                             problem == null ? "no case ran" : problem);
         };
+    }
+
+    /**
+     * The one line of a sound verdict: a verdict always comes from a check in a child JVM, so a
+     * report with no child's pid is one kept on disk by an earlier JVM.
+     */
+    private String soundSummary() {
+        if (childPids.isEmpty()) {
+            return String.format(
+                    Locale.ROOT,
+                    "Platform check: sound, as an earlier check on this machine and these"
+                            + " libraries found and kept: all %d cases (%s; convolutions and"
+                            + " a GEMM, forward and backward) computed right on %s with %s"
+                            + " (that check took %.1f s; -Ddjlamp.verdicts=recheck checks"
+                            + " again).",
+                    cases.size(),
+                    String.join(", ", precisions()),
+                    device,
+                    engine,
+                    seconds);
+        }
+        return String.format(
+                Locale.ROOT,
+                "Platform check: sound. All %d cases (%s; convolutions and a GEMM, forward"
+                        + " and backward) computed right on %s with %s, in a child JVM"
+                        + " (pid %s, %.1f s).",
+                cases.size(),
+                String.join(", ", precisions()),
+                device,
+                engine,
+                childPids.get(0),
+                seconds);
     }
 
     /**

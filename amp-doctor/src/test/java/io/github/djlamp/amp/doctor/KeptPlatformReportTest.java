@@ -133,6 +133,28 @@ class KeptPlatformReportTest {
         return sb.toString();
     }
 
+    @Test
+    void aKeptSoundReportSaysItWasKeptNotWhichChildRanIt() {
+        PlatformReport sound =
+                new PlatformReport(
+                        "cpu()",
+                        true,
+                        "PyTorch 2.7.1",
+                        List.of(
+                                new PlatformCase(
+                                        "fp32/gemm", "fp32 gemm", PlatformCase.Status.OK, "")),
+                        List.of(4242L),
+                        null,
+                        PlatformReport.Cure.NOT_NEEDED,
+                        List.of(),
+                        null,
+                        6.5);
+        assertTrue(sound.summary().contains("in a child JVM (pid 4242,"), sound.summary());
+        String kept = KeptPlatformReport.fromFields(KeptPlatformReport.toFields(sound)).summary();
+        assertTrue(kept.startsWith("Platform check: sound, as an earlier check"), kept);
+        assertFalse(kept.contains("pid"), kept);
+    }
+
     private static PlatformReport unsoundReport() {
         return new PlatformReport(
                 "cpu()",
