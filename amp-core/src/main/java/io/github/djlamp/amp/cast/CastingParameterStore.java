@@ -10,6 +10,7 @@ import ai.djl.nn.Parameter;
 import ai.djl.training.ParameterServer;
 import ai.djl.training.ParameterStore;
 import ai.djl.util.Pair;
+import ai.djl.util.PairList;
 import io.github.djlamp.amp.cast.checkpoint.CheckpointSaving;
 import io.github.djlamp.amp.cast.checkpoint.SegmentStore;
 import io.github.djlamp.amp.cast.internal.WeightCastCache;
@@ -162,6 +163,22 @@ final class CastingParameterStore extends StageStore implements SegmentStore {
                 computePrecision,
                 layoutCandidates(input),
                 inputGradient);
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public boolean engineAutocastRunsLow(
+            Block block,
+            String path,
+            NDList inputs,
+            boolean training,
+            PairList<String, Object> params) {
+        if (verifier == null) {
+            return true;
+        }
+        return verifier.stageVerdict(
+                        block, path, inputs, delegate, training, computePrecision, params)
+                .runsLowPrecision();
     }
 
     /** {@inheritDoc} */

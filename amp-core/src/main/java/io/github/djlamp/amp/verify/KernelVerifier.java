@@ -11,6 +11,7 @@ import ai.djl.nn.convolutional.Convolution;
 import ai.djl.nn.core.Linear;
 import ai.djl.training.ParameterStore;
 import ai.djl.util.Pair;
+import ai.djl.util.PairList;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.MemoryLayout;
@@ -246,6 +247,57 @@ public final class KernelVerifier {
                 () -> {
                     throw new IllegalStateException("checked already: " + signature);
                 });
+    }
+
+    /**
+     * Returns the verdict for a block that the engine's own autocast runs ({@link StageCheck}) at
+     * its inputs' signature, checking it first if no block of this process has run that signature
+     * yet. A failure is logged as one WARN per signature; the block then runs in fp32.
+     *
+     * @param block the block, as the engine's autocast would run it
+     * @param path the block's path in the model, for the report
+     * @param inputs its inputs, any precision
+     * @param masters the store holding its fp32 parameters
+     * @param training whether the caller trains (which copy of the parameters to read)
+     * @param precision the 16-bit precision to check
+     * @param params the forward's extra parameters, handed on
+     * @return the verdict
+     * @throws ai.djl.engine.EngineException when the engine cannot run the block under its autocast
+     */
+    public KernelVerdict stageVerdict(
+            Block block,
+            String path,
+            NDList inputs,
+            ParameterStore masters,
+            boolean training,
+            Precision precision,
+            PairList<String, Object> params) {
+        StringBuilder operation =
+                new StringBuilder("engine autocast (").append(block.getClass().getSimpleName());
+        for (Pair<String, Parameter> pair : block.getParameters()) {
+            Shape shape =
+                    pair.getValue().getArray() == null
+                            ? null
+                            : pair.getValue().getArray().getShape();
+            operation.append(", ").append(pair.getKey()).append(' ').append(shape);
+        }
+        operation.append(')');
+        StringBuilder signature = new StringBuilder(operation).append('|');
+        for (NDArray input : inputs) {
+            signature
+                    .append(input.getShape())
+                    .append(input.getDataType())
+                    .append(backend.requiresGradient(input) ? "+gradient " : " ");
+        }
+        signature.append('|').append(inputs.head().getDevice()).append('|').append(precision);
+        String what = operation.toString();
+        return verdictOf(
+                signature.toString(),
+                path,
+                "block",
+                () ->
+                        new StageCheck(backend)
+                                .check(block, what, inputs, masters, training, precision, params));
     }
 
     /** A signature's key among this process's verdicts: per backend instance. */
@@ -601,26 +653,5 @@ public final class KernelVerifier {
             separator = ", ";
         }
         return sb.append(separator.equals(", ") ? ")" : "").toString();
-    }
-
-    /** A parameter store that hands a block given arrays for its parameters. */
-    private static final class FixedParameterStore extends ParameterStore {
-        private final Map<Parameter, NDArray> values;
-
-        FixedParameterStore(NDManager manager, Map<Parameter, NDArray> values) {
-            super(manager, false);
-            this.values = values;
-        }
-
-        @Override
-        public NDArray getValue(Parameter parameter, Device device, boolean training) {
-            if (parameter == null) {
-                // a layer built without a bias asks for it as null (DJL's ParameterStore answers
-                // null too): ResNetV1's 3x3 and strided 1x1 convolutions
-                return null;
-            }
-            NDArray value = values.get(parameter);
-            return value != null ? value : parameter.getArray();
-        }
     }
 }

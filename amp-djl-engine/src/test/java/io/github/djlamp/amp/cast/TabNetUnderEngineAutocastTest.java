@@ -1,8 +1,6 @@
 package io.github.djlamp.amp.cast;
 
 import static org.junit.jupiter.api.Assertions.assertNotNull;
-import static org.junit.jupiter.api.Assertions.assertNull;
-import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import ai.djl.Model;
 import ai.djl.basicmodelzoo.tabular.TabNet;
@@ -53,14 +51,7 @@ class TabNetUnderEngineAutocastTest {
                             + low.losses()
                             + " against fp32's "
                             + fp32.losses());
-            assertNull(low.stage().fallbackReason(), policy);
-            assertTrue(low.stage().lastComputedPrecision().isReduced(), policy);
-            assertTrue(low.lowShare() >= 0.8, policy + ": share " + low.lowShare());
-            float last = low.losses().get(STEPS - 1);
-            float reference = fp32.losses().get(STEPS - 1);
-            assertTrue(
-                    Math.abs(last - reference) <= 0.03 * Math.abs(reference),
-                    policy + ": loss " + last + " against fp32's " + reference);
+            low.assertDecidedRightAgainst(fp32, policy);
         }
     }
 

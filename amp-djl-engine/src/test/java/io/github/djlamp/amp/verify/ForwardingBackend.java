@@ -11,7 +11,9 @@ import io.github.djlamp.amp.spi.DeviceScaleState;
 import io.github.djlamp.amp.spi.DynamicScaleSettings;
 import io.github.djlamp.amp.spi.FusedOptimizerStep;
 import io.github.djlamp.amp.spi.MemoryLayout;
+import java.util.List;
 import java.util.function.Function;
+import java.util.function.Supplier;
 
 /** A test double of the engine layer that does what the real one does: broken ones extend it. */
 abstract class ForwardingBackend implements AmpBackend {
@@ -107,5 +109,36 @@ abstract class ForwardingBackend implements AmpBackend {
     @Override
     public void requireDjlSafe(NDArray array, String operation) {
         real.requireDjlSafe(array, operation);
+    }
+
+    @Override
+    public boolean setRecording(boolean recording) {
+        return real.setRecording(recording);
+    }
+
+    @Override
+    public boolean isRecording() {
+        return real.isRecording();
+    }
+
+    @Override
+    public boolean requiresGradient(NDArray array) {
+        return real.requiresGradient(array);
+    }
+
+    @Override
+    public NDArray detachedLeaf(NDArray array, NDManager manager) {
+        return real.detachedLeaf(array, manager);
+    }
+
+    @Override
+    public List<NDArray> backwardTo(
+            NDList outputs, NDList gradients, NDList inputs, NDList parameters, NDManager manager) {
+        return real.backwardTo(outputs, gradients, inputs, parameters, manager);
+    }
+
+    @Override
+    public <T> T withEngineAutocast(Device device, Precision precision, Supplier<T> forward) {
+        return real.withEngineAutocast(device, precision, forward);
     }
 }

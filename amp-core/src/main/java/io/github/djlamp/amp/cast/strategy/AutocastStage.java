@@ -3,12 +3,14 @@ package io.github.djlamp.amp.cast.strategy;
 import ai.djl.Device;
 import ai.djl.engine.EngineException;
 import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Block;
 import ai.djl.training.ParameterStore;
 import ai.djl.util.PairList;
 import io.github.djlamp.amp.policy.DefaultCastRules;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.spi.AmpBackend;
+import java.util.Arrays;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -27,6 +29,11 @@ import org.slf4j.LoggerFactory;
  * own and is thrown. Where the engine's autocast would compute the block in another precision than
  * the policy's ({@link AmpBackend#engineAutocastRefusal}: cuDNN's recurrent kernels in fp16 under a
  * bfloat16 policy), the stage runs fp32 from the start, with a WARN that says why.
+ *
+ * <p>With kernel checks on, the first forward at each input signature checks the block under
+ * autocast against fp32 first ({@link StageStore#engineAutocastRunsLow}): the engine's kernels
+ * inside are as wrong as any where the platform's are, and a stage the check finds wrong runs in
+ * fp32 from then on.
  */
 public final class AutocastStage extends ShadowBlock {
 
@@ -38,6 +45,7 @@ public final class AutocastStage extends ShadowBlock {
     private volatile Precision lastComputed;
     private volatile boolean refusalAsked;
     private volatile InputPrecisions computedPrecisions;
+    private volatile Shape[] checkedShapes;
 
     /**
      * Makes the stage of {@code inner}.
@@ -101,6 +109,11 @@ public final class AutocastStage extends ShadowBlock {
         }
         NDList computed;
         try {
+            if (!checkedAt(inputs)
+                    && !casting.engineAutocastRunsLow(inner, path, inputs, training, params)) {
+                fallback = "its check against fp32 found it wrong on this machine";
+                return forwardFp32(casting, inputs, training, params);
+            }
             computed =
                     backend.withEngineAutocast(
                             device,
@@ -131,6 +144,22 @@ public final class AutocastStage extends ShadowBlock {
         NDList outputs = casting.toFp32(computed, known);
         release.closeConsumed(computed, inputs, outputs);
         return outputs;
+    }
+
+    /**
+     * Returns whether the stage's check ran at these inputs' shapes already (the last shapes
+     * checked), and remembers them: the check is asked once per signature, not at every forward.
+     */
+    private boolean checkedAt(NDList inputs) {
+        Shape[] shapes = new Shape[inputs.size()];
+        for (int i = 0; i < shapes.length; i++) {
+            shapes[i] = inputs.get(i).getShape();
+        }
+        if (Arrays.equals(shapes, checkedShapes)) {
+            return true;
+        }
+        checkedShapes = shapes;
+        return false;
     }
 
     /** The precisions of the outputs libtorch's autocast computes, decided at the first forward. */

@@ -5,6 +5,7 @@ import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import ai.djl.nn.Block;
 import ai.djl.training.ParameterStore;
+import ai.djl.util.PairList;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.spi.AmpBackend;
 
@@ -98,6 +99,27 @@ public abstract class StageStore extends ParameterStore {
      */
     public abstract boolean productRunsLow(
             String path, String what, NDArray left, NDArray right, boolean training);
+
+    /**
+     * Returns whether a block the engine's own autocast runs may compute in 16 bits at these
+     * inputs: the verdict of its check against fp32 (checked at the first forward of each
+     * signature), or true where kernel checks are off. A failed check is reported once, by the
+     * check.
+     *
+     * @param block the block under autocast
+     * @param path where it is, for the report
+     * @param inputs its inputs
+     * @param training whether the caller trains (which copy of the parameters to read)
+     * @param params the forward's extra parameters
+     * @return false where the block must run in fp32
+     * @throws ai.djl.engine.EngineException when the engine cannot run it under its autocast
+     */
+    public abstract boolean engineAutocastRunsLow(
+            Block block,
+            String path,
+            NDList inputs,
+            boolean training,
+            PairList<String, Object> params);
 
     /**
      * Records a stage's arithmetic where this forward counts it.

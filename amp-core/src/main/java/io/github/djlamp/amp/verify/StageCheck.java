@@ -1,0 +1,352 @@
+package io.github.djlamp.amp.verify;
+
+import ai.djl.Device;
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import ai.djl.nn.Block;
+import ai.djl.nn.Parameter;
+import ai.djl.training.ParameterStore;
+import ai.djl.util.Pair;
+import ai.djl.util.PairList;
+import io.github.djlamp.amp.policy.Precision;
+import io.github.djlamp.amp.spi.AmpBackend;
+import io.github.djlamp.amp.spi.MemoryLayout;
+import java.util.ArrayList;
+import java.util.IdentityHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.function.Supplier;
+
+/**
+ * Checks a block that the engine's own autocast runs (an LSTM, a TorchScript module, a composite
+ * such as DJL's DeepAR) against fp32 before its 16-bit result is used: the kernels inside are the
+ * engine's, out of reach of the per-layer {@link KernelVerifier} check, and as wrong as any where
+ * the platform's are.
+ *
+ * <p>The block runs twice, forward and backward from one fixed cotangent, on detached copies of its
+ * floating inputs and of its parameters (the inputs' gradients checked where training computes
+ * them), both rounded to the 16-bit format first so that each run sees the same values: in fp32,
+ * and under the engine's autocast. Both run in inference mode (no dropout drawn, no running
+ * statistics updated), so the check changes nothing of the caller's; its backward returns the
+ * copies' gradients without adding into any parameter's. The outputs and the gradients of every
+ * input and parameter are compared in the 2-norm, relative to fp32's.
+ *
+ * <p>The bound is measured, not derived as {@link ErrorBound}'s is for one product: the error of a
+ * composite of many operations grows with its depth and its conditioning, in ways its own code
+ * decides (TabNet's sparsemax turns rounding into 5-7% of some gradients, an LSTM's stays under 1%
+ * in bf16). Each value may be off by {@value #UNITS} units of the format's rounding, or by {@value
+ * #SPREADS} times what fp32 itself moves when the inputs and parameters move by that rounding (a
+ * third fp32 run, made only where the first allowance is passed). A wrong kernel, tens of percent
+ * off as oneDNN's were on the machines of issue 43, is far outside both.
+ */
+final class StageCheck {
+
+    /** The error always allowed, in units of the format's rounding (2^-8 bf16, 2^-11 fp16). */
+    static final int UNITS = 8;
+
+    /**
+     * The error allowed beyond that, in multiples of fp32's own spread at the format's rounding.
+     */
+    static final int SPREADS = 16;
+
+    private final AmpBackend backend;
+
+    StageCheck(AmpBackend backend) {
+        this.backend = backend;
+    }
+
+    /**
+     * Runs the check. An exception of the 16-bit run is the engine's refusal and is thrown for the
+     * caller to handle as it handles its own run's; one of the fp32 run makes the verdict {@code
+     * NOT_CHECKED}.
+     */
+    KernelVerdict check(
+            Block block,
+            String operation,
+            NDList inputs,
+            ParameterStore masters,
+            boolean training,
+            Precision precision,
+            PairList<String, Object> params) {
+        Device device = inputs.head().getDevice();
+        List<String> findings = new ArrayList<>();
+        boolean recording = backend.setRecording(true);
+        try (NDManager scratch = inputs.head().getManager().newSubManager()) {
+            List<String> names = new ArrayList<>();
+            NDList rounded = new NDList();
+            NDList call = new NDList(inputs.size());
+            List<Integer> differentiated = new ArrayList<>();
+            for (int i = 0; i < inputs.size(); i++) {
+                NDArray input = inputs.get(i);
+                if (backend.precisionOf(input) == null) {
+                    call.add(input);
+                    continue;
+                }
+                NDArray value = KernelVerifier.rounded(backend, input, precision, scratch);
+                call.add(value);
+                // the gradient of an input training computes none of (the data) is not checked
+                if (backend.requiresGradient(input)) {
+                    differentiated.add(i);
+                    rounded.add(value);
+                    names.add("input " + i + " gradient");
+                }
+            }
+            List<Parameter> parameters = new ArrayList<>();
+            for (Pair<String, Parameter> pair : block.getParameters()) {
+                Parameter parameter = pair.getValue();
+                NDArray value =
+                        parameter.requiresGradient()
+                                ? masters.getValue(parameter, device, training)
+                                : null;
+                if (value != null && backend.precisionOf(value) != null) {
+                    parameters.add(parameter);
+                    rounded.add(KernelVerifier.rounded(backend, value, precision, scratch));
+                    names.add("'" + pair.getKey() + "' gradient");
+                }
+            }
+            Run run = new Run(block, call, differentiated, parameters, rounded, params, scratch);
+            NDList expected;
+            try {
+                expected = run.valuesAndGradients(precision, null);
+            } catch (RuntimeException e) {
+                findings.add("the fp32 reference could not run: " + e.getMessage());
+                return verdict(operation, inputs, device, precision, false, findings);
+            }
+            NDList actual =
+                    run.valuesAndGradients(
+                            precision,
+                            forward -> backend.withEngineAutocast(device, precision, forward));
+            List<String> allNames = new ArrayList<>(run.outputNames());
+            allNames.addAll(names);
+            double[] errors = relativeErrors(actual, expected);
+            double floor = UNITS * unitRoundoff(precision);
+            double[] spread = null;
+            for (int i = 0; i < errors.length; i++) {
+                if (errors[i] <= floor) {
+                    continue;
+                }
+                if (spread == null) {
+                    // how far fp32 itself moves when its inputs move by the format's rounding
+                    Run moved =
+                            new Run(
+                                    block,
+                                    perturbed(call, precision, scratch),
+                                    differentiated,
+                                    parameters,
+                                    perturbed(rounded, precision, scratch),
+                                    params,
+                                    scratch);
+                    spread = relativeErrors(moved.valuesAndGradients(precision, null), expected);
+                }
+                double bound = Math.max(floor, SPREADS * spread[i]);
+                if (!(errors[i] <= bound)) {
+                    findings.add(
+                            String.format(
+                                    "%s is %.3g off fp32's in the 2-norm, relative (allowed %.3g:"
+                                            + " fp32 moves %.3g when its inputs move by the"
+                                            + " format's rounding)",
+                                    allNames.get(i), errors[i], bound, spread[i]));
+                    return verdict(operation, inputs, device, precision, false, findings);
+                }
+            }
+            return verdict(operation, inputs, device, precision, true, findings);
+        } finally {
+            backend.setRecording(recording);
+        }
+    }
+
+    private static double unitRoundoff(Precision precision) {
+        return switch (precision) {
+            case BF16 -> 0x1p-8;
+            case FP16 -> 0x1p-11;
+            case FP32 -> throw new IllegalArgumentException("fp32 needs no check");
+        };
+    }
+
+    /**
+     * Each floating array of {@code values} times (1 + u p), u the format's rounding and p a fixed
+     * pattern in [-1, 1): inputs that moved as far as rounding to the format moves them.
+     */
+    private NDList perturbed(NDList values, Precision precision, NDManager scratch) {
+        NDList moved = new NDList(values.size());
+        for (NDArray value : values) {
+            if (backend.precisionOf(value) == null) {
+                moved.add(value);
+                continue;
+            }
+            NDArray pattern = KernelVerifier.cotangent(value.getShape(), scratch);
+            NDArray result = value.add(value.mul(pattern.mul((float) unitRoundoff(precision))));
+            result.attach(scratch);
+            moved.add(result);
+        }
+        return moved;
+    }
+
+    private KernelVerdict verdict(
+            String operation,
+            NDList inputs,
+            Device device,
+            Precision precision,
+            boolean right,
+            List<String> findings) {
+        KernelVerdict.Outcome outcome =
+                right
+                        ? KernelVerdict.Outcome.VERIFIED
+                        : findings.get(0).startsWith("the fp32 reference")
+                                ? KernelVerdict.Outcome.NOT_CHECKED
+                                : KernelVerdict.Outcome.FP32_FALLBACK;
+        return new KernelVerdict(
+                operation,
+                inputs.head().getShape(),
+                device,
+                precision,
+                outcome,
+                MemoryLayout.CONTIGUOUS,
+                findings);
+    }
+
+    /**
+     * The 2-norm error of each value relative to fp32's: 0 where neither run's gradient reached it,
+     * infinite where only one did or the value is not finite.
+     */
+    private double[] relativeErrors(NDList actual, NDList expected) {
+        double[] errors = new double[expected.size()];
+        for (int i = 0; i < expected.size(); i++) {
+            NDArray reference = expected.get(i);
+            NDArray value = actual.get(i);
+            if (!reference.getShape().equals(value.getShape())) {
+                errors[i] = Double.POSITIVE_INFINITY;
+                continue;
+            }
+            if (reference.getShape().size() == 0) {
+                continue; // neither run's gradient reached it
+            }
+            float scale = backend.readFloat(reference.norm());
+            float error = backend.readFloat(value.sub(reference).norm());
+            if (!Float.isFinite(scale)) {
+                continue; // fp32 overflows too: nothing to compare with
+            }
+            double relative = scale > 0 ? error / scale : error;
+            errors[i] = Float.isFinite(error) ? relative : Double.POSITIVE_INFINITY;
+        }
+        return errors;
+    }
+
+    /**
+     * How a run of the check calls the block's forward: as it is, or under the engine's autocast.
+     */
+    @FunctionalInterface
+    private interface Wrapping {
+        NDList around(Supplier<NDList> forward);
+    }
+
+    /** One forward and backward of the block on fresh leaves over the rounded values. */
+    private final class Run {
+        private final Block block;
+        private final NDList inputs;
+        private final List<Integer> differentiated;
+        private final List<Parameter> parameters;
+        private final NDList rounded;
+        private final PairList<String, Object> params;
+        private final NDManager scratch;
+        private final List<String> outputNames = new ArrayList<>();
+
+        Run(
+                Block block,
+                NDList inputs,
+                List<Integer> differentiated,
+                List<Parameter> parameters,
+                NDList rounded,
+                PairList<String, Object> params,
+                NDManager scratch) {
+            this.block = block;
+            this.inputs = inputs;
+            this.differentiated = differentiated;
+            this.parameters = parameters;
+            this.rounded = rounded;
+            this.params = params;
+            this.scratch = scratch;
+        }
+
+        List<String> outputNames() {
+            return outputNames;
+        }
+
+        /**
+         * The floating outputs, then the gradient of each rounded value (empty where none reached
+         * it), as fp32 on the scratch manager.
+         */
+        NDList valuesAndGradients(Precision precision, Wrapping wrapping) {
+            try (NDManager way = scratch.newSubManager()) {
+                NDList leaves = new NDList();
+                for (NDArray value : rounded) {
+                    leaves.add(backend.detachedLeaf(value, way));
+                }
+                NDList call = new NDList(inputs.size());
+                for (int i = 0; i < inputs.size(); i++) {
+                    int at = differentiated.indexOf(i);
+                    call.add(at >= 0 ? leaves.get(at) : inputs.get(i));
+                }
+                Map<Parameter, NDArray> values = new IdentityHashMap<>();
+                for (int i = 0; i < parameters.size(); i++) {
+                    values.put(parameters.get(i), leaves.get(differentiated.size() + i));
+                }
+                Supplier<NDList> forward =
+                        () ->
+                                block.forward(
+                                        new FixedParameterStore(way, values), call, false, params);
+                NDList outputs = wrapping == null ? forward.get() : wrapping.around(forward);
+                outputs.attach(way);
+                NDList floating = new NDList();
+                NDList differentiable = new NDList();
+                NDList cotangents = new NDList();
+                outputNames.clear();
+                for (int i = 0; i < outputs.size(); i++) {
+                    NDArray output = outputs.get(i);
+                    Precision computed = backend.precisionOf(output);
+                    if (computed == null) {
+                        continue;
+                    }
+                    floating.add(output);
+                    outputNames.add("output " + i);
+                    if (!backend.requiresGradient(output)) {
+                        continue; // reached by no leaf (DeepAR's scale): its value is compared
+                    }
+                    differentiable.add(output);
+                    NDArray unrounded = KernelVerifier.cotangent(output.getShape(), way);
+                    NDArray cotangent = KernelVerifier.rounded(backend, unrounded, precision, way);
+                    cotangents.add(backend.cast(cotangent, computed, MemoryLayout.CONTIGUOUS, way));
+                }
+                List<NDArray> gradients = new ArrayList<>();
+                if (differentiable.isEmpty()) {
+                    for (int i = 0; i < leaves.size(); i++) {
+                        gradients.add(null);
+                    }
+                } else {
+                    gradients =
+                            backend.backwardTo(
+                                    differentiable, cotangents, leaves, new NDList(), way);
+                }
+                NDList results = new NDList();
+                for (NDArray output : floating) {
+                    results.add(fp32(output));
+                }
+                for (NDArray gradient : gradients) {
+                    results.add(gradient == null ? scratch.create(new float[0]) : fp32(gradient));
+                }
+                return results;
+            }
+        }
+
+        private NDArray fp32(NDArray array) {
+            NDArray detached = array.stopGradient();
+            NDArray result =
+                    backend.cast(detached, Precision.FP32, MemoryLayout.CONTIGUOUS, scratch);
+            if (result == detached) {
+                result.attach(scratch);
+            }
+            return result;
+        }
+    }
+}
