@@ -1,7 +1,6 @@
 package io.github.djlamp.amp.cast;
 
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.assertNull;
 
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
@@ -13,6 +12,7 @@ import ai.djl.translate.Batchifier;
 import io.github.djlamp.amp.cast.strategy.AutocastStage;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.function.Supplier;
 
 /**
  * A few EasyTrain steps of a DJL composite on one fixed batch, and what djl-amp ran it as: the
@@ -81,27 +81,70 @@ record CompositeRun(List<Float> losses, AutocastStage stage, double lowShare) {
     }
 
     /**
-     * Asserts what djl-amp decided for this run, whatever the platform: where the stage's check
+     * Asserts what djl-amp decided for {@code low}, whatever the platform: where the stage's check
      * against fp32 passed, at least 80% of the arithmetic in 16 bits and the last loss within 3% of
      * fp32's; where it found the engine's 16-bit kernels wrong, fp32's losses (to 0.1%). The two
      * differ only on a machine whose kernels are wrong.
+     *
+     * <p>A miss is tried once more, both runs again: on the 2-core AMD EPYC (family 23) this suite
+     * runs on, plain DJL's own fp32 TabNet run, seeded and single-threaded, ended differently from
+     * an identical run in about 1 of 100 (by up to 5% of its loss), and djl-amp's bf16 run in 1 of
+     * 40 (2026-11-29). A defect of djl-amp's repeats; such a transient does not, and the output
+     * says that it was seen.
      */
-    void assertDecidedRightAgainst(CompositeRun fp32, String policy) {
+    static void assertDecidedRight(
+            String policy,
+            CompositeRun fp32,
+            CompositeRun low,
+            Supplier<CompositeRun> fp32Again,
+            Supplier<CompositeRun> lowAgain) {
+        String miss = low.missAgainst(fp32, policy);
+        if (miss == null) {
+            return;
+        }
+        CompositeRun fp32Second = fp32Again.get();
+        CompositeRun lowSecond = lowAgain.get();
+        String second = lowSecond.missAgainst(fp32Second, policy);
+        System.out.println(
+                policy
+                        + ": first attempt missed ("
+                        + miss
+                        + "); fp32 again "
+                        + (fp32Second.losses.equals(fp32.losses)
+                                ? "identical"
+                                : fp32Second.losses + " (not identical: the platform varies)")
+                        + ", "
+                        + policy
+                        + " again "
+                        + lowSecond.losses
+                        + (second == null ? ": a transient of the platform" : ""));
+        assertNull(second, policy + ": missed twice: " + miss + "; then " + second);
+    }
+
+    /** What is wrong with this run's decision against {@code fp32}'s run, or null. */
+    private String missAgainst(CompositeRun fp32, String policy) {
         float last = losses.get(losses.size() - 1);
         float reference = fp32.losses.get(fp32.losses.size() - 1);
         String refused = stage.fallbackReason();
         if (refused != null) {
             System.out.println(policy + ": the check refused 16 bits on this machine: " + refused);
-            assertTrue(refused.startsWith("its check against fp32"), policy + ": " + refused);
+            if (!refused.startsWith("its check against fp32")) {
+                return "fp32 for another reason: " + refused;
+            }
             // fp32 through djl-amp's fused Adam, not DJL's own: TabNet under policy float32 ends
             // 1.04e-4 (relative) off plain DJL's loss after four steps, as it does here
-            assertEquals(reference, last, 1e-3f * Math.abs(reference), policy);
-            return;
+            return Math.abs(last - reference) <= 1e-3f * Math.abs(reference)
+                    ? null
+                    : "refused, but loss " + last + " against fp32's " + reference;
         }
-        assertTrue(stage.lastComputedPrecision().isReduced(), policy);
-        assertTrue(lowShare >= 0.8, policy + ": share " + lowShare);
-        assertTrue(
-                Math.abs(last - reference) <= 0.03 * Math.abs(reference),
-                policy + ": loss " + last + " against fp32's " + reference);
+        if (!stage.lastComputedPrecision().isReduced()) {
+            return "computed in " + stage.lastComputedPrecision();
+        }
+        if (lowShare < 0.8) {
+            return "share " + lowShare;
+        }
+        return Math.abs(last - reference) <= 0.03 * Math.abs(reference)
+                ? null
+                : "loss " + last + " against fp32's " + reference;
     }
 }

@@ -61,7 +61,8 @@ class DeepArUnderEngineAutocastTest {
                                     ? ""
                                     : "; fp32 because the engine said: " + fallback));
             if (fallback == null || fallback.startsWith("its check against fp32")) {
-                low.assertDecidedRightAgainst(fp32, policy);
+                CompositeRun.assertDecidedRight(
+                        policy, fp32, low, () -> train(null), () -> train(policy));
             } else {
                 float last = low.losses().get(STEPS - 1);
                 float reference = fp32.losses().get(STEPS - 1);
@@ -94,7 +95,8 @@ class DeepArUnderEngineAutocastTest {
                                 + low.losses()
                                 + " against fp32's "
                                 + fp32.losses());
-                low.assertDecidedRightAgainst(fp32, policy);
+                CompositeRun.assertDecidedRight(
+                        policy, fp32, low, () -> train(null), () -> train(policy));
             }
         } finally {
             OneDnnSwitch.setEnabled(true);

@@ -51,7 +51,8 @@ class TabNetUnderEngineAutocastTest {
                             + low.losses()
                             + " against fp32's "
                             + fp32.losses());
-            low.assertDecidedRightAgainst(fp32, policy);
+            CompositeRun.assertDecidedRight(
+                    policy, fp32, low, () -> train(null), () -> train(policy));
         }
     }
 
