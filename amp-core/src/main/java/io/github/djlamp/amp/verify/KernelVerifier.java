@@ -388,6 +388,18 @@ public final class KernelVerifier {
                             throw new IllegalStateException(
                                     "A verified kernel has no defect to report: " + verdict);
                 };
+        if (verdict.getFindings().stream().anyMatch(f -> f.contains("fp16's range"))) {
+            logger.warn(
+                    "djl-amp: '{}' ({}, input {}, {}) does not fit fp16's range: {}; {}. bf16 runs"
+                            + " it in 16 bits with fp32's range.",
+                    path,
+                    verdict.getOperation(),
+                    verdict.getInputShape(),
+                    verdict.getDevice(),
+                    String.join("; ", verdict.getFindings()),
+                    now);
+            return;
+        }
         logger.warn(
                 "djl-amp: the {} kernel of '{}' ({}, input {}, {}) {}: {}; {}. Check the"
                         + " platform and its cure with 'mvn -B -q -pl amp-doctor -am compile"

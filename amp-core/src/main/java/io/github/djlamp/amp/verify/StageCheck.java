@@ -30,7 +30,10 @@ import java.util.function.Supplier;
  * and under the engine's autocast. Both run in inference mode (no dropout drawn, no running
  * statistics updated), so the check changes nothing of the caller's; its backward returns the
  * copies' gradients without adding into any parameter's. The outputs and the gradients of every
- * input and parameter are compared in the 2-norm, relative to fp32's.
+ * input and parameter are compared in the 2-norm, relative to fp32's. In fp16, where a gradient
+ * overflows, both runs go again from a cotangent scaled down to where fp32's gradients fit fp16
+ * (then halved while fp16's still overflow), as dynamic loss scaling backs off in training; where
+ * no smaller cotangent helps, fp16 overflows in the forward pass and the block runs in fp32.
  *
  * <p>The bound is measured, not derived as {@link ErrorBound}'s is for one product: the error of a
  * composite of many operations grows with its depth and its conditioning, in ways its own code
@@ -106,17 +109,41 @@ final class StageCheck {
                 }
             }
             Run run = new Run(block, call, differentiated, parameters, rounded, params, scratch);
+            Wrapping autocast = forward -> backend.withEngineAutocast(device, precision, forward);
+            float scale = 1f;
             NDList expected;
             try {
-                expected = run.valuesAndGradients(precision, null);
+                expected = run.valuesAndGradients(precision, null, scale);
             } catch (RuntimeException e) {
                 findings.add("the fp32 reference could not run: " + e.getMessage());
                 return verdict(operation, inputs, device, precision, false, findings);
             }
-            NDList actual =
-                    run.valuesAndGradients(
-                            precision,
-                            forward -> backend.withEngineAutocast(device, precision, forward));
+            NDList actual = run.valuesAndGradients(precision, autocast, scale);
+            // fp16's range, not its kernels: a gradient that overflows at a cotangent of 1 is what
+            // dynamic loss scaling backs off from in training; the check backs off to the largest
+            // power of two at which fp32's gradients fit, then halves, as the scaler would settle.
+            // An overflow no smaller cotangent removes comes from the forward pass.
+            if (precision == Precision.FP16
+                    && gradientOverflows(actual, run.outputNames().size())) {
+                float fitting = fittingScale(expected, run.outputNames().size());
+                scale = fitting;
+                do {
+                    expected = run.valuesAndGradients(precision, null, scale);
+                    actual = run.valuesAndGradients(precision, autocast, scale);
+                    if (!gradientOverflows(actual, run.outputNames().size())) {
+                        break;
+                    }
+                    scale *= 0.5f;
+                } while (scale >= fitting * 0x1p-8f);
+                if (gradientOverflows(actual, run.outputNames().size())) {
+                    findings.add(
+                            "fp16's gradients are not finite at any cotangent scale (its forward"
+                                    + " pass overflows at these inputs, or divides 0 by 0):"
+                                    + " fp16's range, not a kernel, falls short; bf16 has"
+                                    + " fp32's range");
+                    return verdict(operation, inputs, device, precision, false, findings);
+                }
+            }
             List<String> allNames = new ArrayList<>(run.outputNames());
             allNames.addAll(names);
             double[] errors = relativeErrors(actual, expected);
@@ -137,16 +164,25 @@ final class StageCheck {
                                     perturbed(rounded, precision, scratch),
                                     params,
                                     scratch);
-                    spread = relativeErrors(moved.valuesAndGradients(precision, null), expected);
+                    spread =
+                            relativeErrors(
+                                    moved.valuesAndGradients(precision, null, scale), expected);
                 }
                 double bound = Math.max(floor, SPREADS * spread[i]);
                 if (!(errors[i] <= bound)) {
                     findings.add(
                             String.format(
-                                    "%s is %.3g off fp32's in the 2-norm, relative (allowed %.3g:"
-                                            + " fp32 moves %.3g when its inputs move by the"
-                                            + " format's rounding)",
-                                    allNames.get(i), errors[i], bound, spread[i]));
+                                            "%s is %.3g off fp32's in the 2-norm, relative (allowed %.3g:"
+                                                    + " fp32 moves %.3g when its inputs move by the"
+                                                    + " format's rounding)",
+                                            allNames.get(i), errors[i], bound, spread[i])
+                                    + (scale < 1f
+                                            ? String.format(
+                                                    " at a cotangent scaled by 2^%d, where fp16's"
+                                                            + " gradients stop overflowing: fp16's"
+                                                            + " range may be what falls short here",
+                                                    Math.getExponent(scale))
+                                            : ""));
                     return verdict(operation, inputs, device, precision, false, findings);
                 }
             }
@@ -202,8 +238,39 @@ final class StageCheck {
                 device,
                 precision,
                 outcome,
-                MemoryLayout.CONTIGUOUS,
+                // as the layer check's verdicts: a fallback has no layout
+                outcome == KernelVerdict.Outcome.FP32_FALLBACK ? null : MemoryLayout.CONTIGUOUS,
                 findings);
+    }
+
+    /**
+     * The largest power of two at most 1 that brings fp32's largest gradient (the values after the
+     * first {@code outputs}) under 2^14, a quarter of fp16's largest value.
+     */
+    private float fittingScale(NDList expected, int outputs) {
+        float largest = 0f;
+        for (int i = outputs; i < expected.size(); i++) {
+            NDArray value = expected.get(i);
+            if (value.getShape().size() > 0) {
+                largest = Math.max(largest, backend.readFloat(value.abs().max()));
+            }
+        }
+        if (!(largest > 0x1p14f) || !Float.isFinite(largest)) {
+            return 0.5f;
+        }
+        return Math.max(0x1p-24f, Math.scalb(1f, Math.getExponent(0x1p14f / largest)));
+    }
+
+    /** Whether a gradient (the values after the first {@code outputs}) holds a non-finite value. */
+    private boolean gradientOverflows(NDList values, int outputs) {
+        for (int i = outputs; i < values.size(); i++) {
+            NDArray value = values.get(i);
+            if (value.getShape().size() > 0
+                    && !Float.isFinite(backend.readFloat(value.abs().max()))) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /**
@@ -277,7 +344,7 @@ final class StageCheck {
          * The floating outputs, then the gradient of each rounded value (empty where none reached
          * it), as fp32 on the scratch manager.
          */
-        NDList valuesAndGradients(Precision precision, Wrapping wrapping) {
+        NDList valuesAndGradients(Precision precision, Wrapping wrapping, float scale) {
             try (NDManager way = scratch.newSubManager()) {
                 NDList leaves = new NDList();
                 for (NDArray value : rounded) {
@@ -314,7 +381,7 @@ final class StageCheck {
                         continue; // reached by no leaf (DeepAR's scale): its value is compared
                     }
                     differentiable.add(output);
-                    NDArray unrounded = KernelVerifier.cotangent(output.getShape(), way);
+                    NDArray unrounded = KernelVerifier.cotangent(output.getShape(), way).mul(scale);
                     NDArray cotangent = KernelVerifier.rounded(backend, unrounded, precision, way);
                     cotangents.add(backend.cast(cotangent, computed, MemoryLayout.CONTIGUOUS, way));
                 }

@@ -128,6 +128,71 @@ class StageCheckTest {
         }
     }
 
+    /**
+     * In fp16 a weight gradient that overflows at the check's cotangent of 1 while the forward pass
+     * fits (activations scaled up 3000 times between two linear layers, summed over a batch of
+     * 4096) is fp16's range, which loss scaling handles in training: the check backs off as the
+     * scaler does and judges the kernels. Where the forward pass itself overflows (inputs of 20000,
+     * as DJL's TrainAirfoilWithTabNet's unnormalized frequencies), no cotangent helps: fp32, and
+     * the finding says it is fp16's range.
+     */
+    @Test
+    void fp16sRangeIsTheScalersAndTheForwardsNotTheKernels() {
+        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+            AmpBackend backend = AmpBackends.forManager(manager);
+            Engine.getInstance().setRandomSeed(5);
+            Block scaledUp =
+                    new SequentialBlock()
+                            .add(Linear.builder().setUnits(32).build())
+                            .add(x -> new NDList(x.head().mul(3000f)))
+                            .add(Linear.builder().setUnits(4).build());
+            scaledUp.setInitializer(new NormalInitializer(0.3f), Parameter.Type.WEIGHT);
+            scaledUp.initialize(manager, DataType.FLOAT32, new Shape(4096, 16));
+            KernelVerdict backedOff =
+                    verdict(backend, scaledUp, manager.randomNormal(new Shape(4096, 16)), manager);
+            KernelVerdict linear =
+                    Layers.check(
+                            backend,
+                            Linear.builder().setUnits(32).build(),
+                            INPUT,
+                            Precision.FP16,
+                            List.of(MemoryLayout.CONTIGUOUS),
+                            manager);
+            if (linear.getOutcome() == KernelVerdict.Outcome.VERIFIED) {
+                assertEquals(
+                        KernelVerdict.Outcome.VERIFIED,
+                        backedOff.getOutcome(),
+                        backedOff.toString());
+            } else {
+                System.out.println("fp16: this machine's linear kernel failed its own check");
+            }
+
+            KernelVerdict forward =
+                    verdict(
+                            backend,
+                            mlp(manager),
+                            manager.randomNormal(new Shape(256, 16)).mul(20000f),
+                            manager);
+            assertEquals(KernelVerdict.Outcome.FP32_FALLBACK, forward.getOutcome());
+            assertTrue(
+                    forward.getFindings().get(0).startsWith("fp16's gradients are not finite"),
+                    forward.getFindings().toString());
+        }
+    }
+
+    private static KernelVerdict verdict(
+            AmpBackend backend, Block block, NDArray input, NDManager manager) {
+        return new KernelVerifier(backend)
+                .stageVerdict(
+                        block,
+                        "fp16 range",
+                        new NDList(input),
+                        new ParameterStore(manager, false),
+                        true,
+                        Precision.FP16,
+                        null);
+    }
+
     private static Block mlp(NDManager manager) {
         Engine.getInstance().setRandomSeed(5);
         Block block =
