@@ -137,10 +137,12 @@ final class StageCheck {
                 } while (scale >= fitting * 0x1p-8f);
                 if (gradientOverflows(actual, run.outputNames().size())) {
                     findings.add(
-                            "fp16's gradients are not finite at any cotangent scale (its forward"
-                                    + " pass overflows at these inputs, or divides 0 by 0):"
-                                    + " fp16's range, not a kernel, falls short; bf16 has"
-                                    + " fp32's range");
+                            "fp16's gradients are not finite at any cotangent scale in the"
+                                    + " check's inference-mode pass (its forward pass overflows at"
+                                    + " these inputs, as where normalization layers still hold"
+                                    + " their initial running statistics, or divides 0 by 0): the"
+                                    + " check cannot judge fp16's kernels here, fp16's range"
+                                    + " falls short of it; bf16 has fp32's range");
                     return verdict(operation, inputs, device, precision, false, findings);
                 }
             }
