@@ -215,17 +215,20 @@ public final class PlatformReport {
             case SOUND -> soundSummary();
             case DEFECTS_FOUND ->
                     String.format(
-                            Locale.ROOT,
-                            "Platform check: DEFECTS FOUND on %s with %s: %s (of %d cases, in %d child"
-                                    + " JVM%s, %.1f s). %s",
-                            device,
-                            engine,
-                            countDefects(),
-                            cases.size(),
-                            childPids.size(),
-                            childPids.size() == 1 ? "" : "s",
-                            seconds,
-                            cureSentence());
+                                    Locale.ROOT,
+                                    "Platform check: DEFECTS FOUND on %s with %s: %s (of %d cases, in %d child"
+                                            + " JVM%s, %.1f s). %s",
+                                    device,
+                                    engine,
+                                    countDefects(),
+                                    cases.size(),
+                                    childPids.size(),
+                                    childPids.size() == 1 ? "" : "s",
+                                    seconds,
+                                    cureSentence())
+                            + (device.startsWith("cpu")
+                                    ? CacheTopology.likelyCause(CacheTopology.CPU0_CACHE)
+                                    : "");
             case NOT_CHECKED ->
                     String.format(
                             Locale.ROOT,
