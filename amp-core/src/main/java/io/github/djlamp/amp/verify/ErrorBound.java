@@ -54,9 +54,19 @@ public final class ErrorBound {
      * @throws IllegalArgumentException for fp32, which has no 16-bit rounding to bound
      */
     public static ErrorBound of(Precision precision, long reductionLength) {
+        double tiny = precision == Precision.BF16 ? 0x1p-126 : 0x1p-24;
+        return sixteenBit(unitRoundoff(precision), tiny, reductionLength);
+    }
+
+    /**
+     * The unit roundoff of a 16-bit format: 2^-8 for bf16, 2^-11 for fp16.
+     *
+     * @throws IllegalArgumentException for fp32, which has no 16-bit rounding to bound
+     */
+    static double unitRoundoff(Precision precision) {
         return switch (precision) {
-            case BF16 -> sixteenBit(0x1p-8, 0x1p-126, reductionLength);
-            case FP16 -> sixteenBit(0x1p-11, 0x1p-24, reductionLength);
+            case BF16 -> 0x1p-8;
+            case FP16 -> 0x1p-11;
             case FP32 ->
                     throw new IllegalArgumentException(
                             "ErrorBound bounds 16-bit kernels (bf16, fp16), not " + precision);

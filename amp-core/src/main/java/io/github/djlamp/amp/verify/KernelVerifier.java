@@ -275,10 +275,8 @@ public final class KernelVerifier {
         StringBuilder operation =
                 new StringBuilder("engine autocast (").append(block.getClass().getSimpleName());
         for (Pair<String, Parameter> pair : block.getParameters()) {
-            Shape shape =
-                    pair.getValue().getArray() == null
-                            ? null
-                            : pair.getValue().getArray().getShape();
+            Parameter parameter = pair.getValue();
+            Shape shape = parameter.isInitialized() ? parameter.getArray().getShape() : null;
             operation.append(", ").append(pair.getKey()).append(' ').append(shape);
         }
         operation.append(')');
@@ -388,7 +386,7 @@ public final class KernelVerifier {
                             throw new IllegalStateException(
                                     "A verified kernel has no defect to report: " + verdict);
                 };
-        if (verdict.getFindings().stream().anyMatch(f -> f.contains("fp16's range"))) {
+        if (verdict.getFindings().stream().anyMatch(f -> f.startsWith(StageCheck.FP16_RANGE))) {
             logger.warn(
                     "djl-amp: '{}' ({}, input {}, {}) does not fit fp16's range: {}; {}. bf16 runs"
                             + " it in 16 bits with fp32's range.",

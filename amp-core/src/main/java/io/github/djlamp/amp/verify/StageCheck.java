@@ -53,6 +53,9 @@ final class StageCheck {
      */
     static final int SPREADS = 16;
 
+    /** How a finding that fp16's range, not a kernel, fell short begins. */
+    static final String FP16_RANGE = "fp16's gradients are not finite at any cotangent scale";
+
     private final AmpBackend backend;
 
     StageCheck(AmpBackend backend) {
@@ -116,7 +119,13 @@ final class StageCheck {
                 expected = run.valuesAndGradients(precision, null, scale);
             } catch (RuntimeException e) {
                 findings.add("the fp32 reference could not run: " + e.getMessage());
-                return verdict(operation, inputs, device, precision, false, findings);
+                return verdict(
+                        operation,
+                        inputs,
+                        device,
+                        precision,
+                        KernelVerdict.Outcome.NOT_CHECKED,
+                        findings);
             }
             NDList actual = run.valuesAndGradients(precision, autocast, scale);
             // fp16's range, not its kernels: a gradient that overflows at a cotangent of 1 is what
@@ -137,19 +146,25 @@ final class StageCheck {
                 } while (scale >= fitting * 0x1p-8f);
                 if (gradientOverflows(actual, run.outputNames().size())) {
                     findings.add(
-                            "fp16's gradients are not finite at any cotangent scale in the"
-                                    + " check's inference-mode pass (its forward pass overflows at"
+                            FP16_RANGE
+                                    + " in the check's inference-mode pass (its forward pass overflows at"
                                     + " these inputs, as where normalization layers still hold"
                                     + " their initial running statistics, or divides 0 by 0): the"
                                     + " check cannot judge fp16's kernels here, fp16's range"
                                     + " falls short of it; bf16 has fp32's range");
-                    return verdict(operation, inputs, device, precision, false, findings);
+                    return verdict(
+                            operation,
+                            inputs,
+                            device,
+                            precision,
+                            KernelVerdict.Outcome.FP32_FALLBACK,
+                            findings);
                 }
             }
             List<String> allNames = new ArrayList<>(run.outputNames());
             allNames.addAll(names);
             double[] errors = relativeErrors(actual, expected);
-            double floor = UNITS * unitRoundoff(precision);
+            double floor = UNITS * ErrorBound.unitRoundoff(precision);
             double[] spread = null;
             for (int i = 0; i < errors.length; i++) {
                 if (errors[i] <= floor) {
@@ -185,21 +200,20 @@ final class StageCheck {
                                                             + " range may be what falls short here",
                                                     Math.getExponent(scale))
                                             : ""));
-                    return verdict(operation, inputs, device, precision, false, findings);
+                    return verdict(
+                            operation,
+                            inputs,
+                            device,
+                            precision,
+                            KernelVerdict.Outcome.FP32_FALLBACK,
+                            findings);
                 }
             }
-            return verdict(operation, inputs, device, precision, true, findings);
+            return verdict(
+                    operation, inputs, device, precision, KernelVerdict.Outcome.VERIFIED, findings);
         } finally {
             backend.setRecording(recording);
         }
-    }
-
-    private static double unitRoundoff(Precision precision) {
-        return switch (precision) {
-            case BF16 -> 0x1p-8;
-            case FP16 -> 0x1p-11;
-            case FP32 -> throw new IllegalArgumentException("fp32 needs no check");
-        };
     }
 
     /**
@@ -214,26 +228,21 @@ final class StageCheck {
                 continue;
             }
             NDArray pattern = KernelVerifier.cotangent(value.getShape(), scratch);
-            NDArray result = value.add(value.mul(pattern.mul((float) unitRoundoff(precision))));
+            NDArray result =
+                    value.add(value.mul(pattern.mul((float) ErrorBound.unitRoundoff(precision))));
             result.attach(scratch);
             moved.add(result);
         }
         return moved;
     }
 
-    private KernelVerdict verdict(
+    private static KernelVerdict verdict(
             String operation,
             NDList inputs,
             Device device,
             Precision precision,
-            boolean right,
+            KernelVerdict.Outcome outcome,
             List<String> findings) {
-        KernelVerdict.Outcome outcome =
-                right
-                        ? KernelVerdict.Outcome.VERIFIED
-                        : findings.get(0).startsWith("the fp32 reference")
-                                ? KernelVerdict.Outcome.NOT_CHECKED
-                                : KernelVerdict.Outcome.FP32_FALLBACK;
         return new KernelVerdict(
                 operation,
                 inputs.head().getShape(),

@@ -80,6 +80,24 @@ record CompositeRun(List<Float> losses, AutocastStage stage, double lowShare) {
         return copies;
     }
 
+    /** Prints what this 16-bit run of {@code model} computed, beside {@code fp32}'s losses. */
+    void print(String model, String policy, CompositeRun fp32) {
+        String fallback = stage.fallbackReason();
+        System.out.println(
+                model
+                        + ", "
+                        + policy
+                        + ": computed in "
+                        + stage.lastComputedPrecision()
+                        + ", "
+                        + String.format("%.1f%%", 100 * lowShare)
+                        + " of its arithmetic in 16 bits, losses "
+                        + losses
+                        + " against fp32's "
+                        + fp32.losses
+                        + (fallback == null ? "" : "; fp32 because: " + fallback));
+    }
+
     /**
      * Asserts what djl-amp decided for {@code low}, whatever the platform: where the stage's check
      * against fp32 passed, at least 80% of the arithmetic in 16 bits and the last loss within 3% of

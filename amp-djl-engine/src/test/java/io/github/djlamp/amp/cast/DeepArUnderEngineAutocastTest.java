@@ -46,20 +46,7 @@ class DeepArUnderEngineAutocastTest {
             CompositeRun low = train(policy);
             assertNotNull(low.stage(), policy + ": DeepAR runs as one engine-autocast stage");
             String fallback = low.stage().fallbackReason();
-            System.out.println(
-                    "DeepAR, "
-                            + policy
-                            + ": computed in "
-                            + low.stage().lastComputedPrecision()
-                            + ", "
-                            + String.format("%.1f%%", 100 * low.lowShare())
-                            + " of its arithmetic in 16 bits, losses "
-                            + low.losses()
-                            + " against fp32's "
-                            + fp32.losses()
-                            + (fallback == null
-                                    ? ""
-                                    : "; fp32 because the engine said: " + fallback));
+            low.print("DeepAR", policy, fp32);
             if (fallback == null || fallback.startsWith("its check against fp32")) {
                 CompositeRun.assertDecidedRight(
                         policy, fp32, low, () -> train(null), () -> train(policy));
@@ -84,17 +71,7 @@ class DeepArUnderEngineAutocastTest {
             for (String policy : List.of("mixed_bfloat16", "mixed_float16")) {
                 CompositeRun low = train(policy);
                 assertNotNull(low.stage(), policy);
-                System.out.println(
-                        "DeepAR without oneDNN, "
-                                + policy
-                                + ": computed in "
-                                + low.stage().lastComputedPrecision()
-                                + ", "
-                                + String.format("%.1f%%", 100 * low.lowShare())
-                                + " in 16 bits, losses "
-                                + low.losses()
-                                + " against fp32's "
-                                + fp32.losses());
+                low.print("DeepAR without oneDNN", policy, fp32);
                 CompositeRun.assertDecidedRight(
                         policy, fp32, low, () -> train(null), () -> train(policy));
             }

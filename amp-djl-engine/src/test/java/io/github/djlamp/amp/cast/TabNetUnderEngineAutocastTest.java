@@ -40,17 +40,7 @@ class TabNetUnderEngineAutocastTest {
         for (String policy : List.of("mixed_bfloat16", "mixed_float16")) {
             CompositeRun low = train(policy);
             assertNotNull(low.stage(), policy + ": TabNet runs as one engine-autocast stage");
-            System.out.println(
-                    "TabNet, "
-                            + policy
-                            + ": computed in "
-                            + low.stage().lastComputedPrecision()
-                            + ", "
-                            + String.format("%.1f%%", 100 * low.lowShare())
-                            + " of its arithmetic in 16 bits, losses "
-                            + low.losses()
-                            + " against fp32's "
-                            + fp32.losses());
+            low.print("TabNet", policy, fp32);
             CompositeRun.assertDecidedRight(
                     policy, fp32, low, () -> train(null), () -> train(policy));
         }

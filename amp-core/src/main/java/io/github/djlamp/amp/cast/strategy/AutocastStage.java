@@ -10,7 +10,6 @@ import ai.djl.util.PairList;
 import io.github.djlamp.amp.policy.DefaultCastRules;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.spi.AmpBackend;
-import java.util.Arrays;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -151,12 +150,19 @@ public final class AutocastStage extends ShadowBlock {
      * checked), and remembers them: the check is asked once per signature, not at every forward.
      */
     private boolean checkedAt(NDList inputs) {
+        Shape[] checked = checkedShapes;
+        if (checked != null && checked.length == inputs.size()) {
+            int i = 0;
+            while (i < checked.length && checked[i].equals(inputs.get(i).getShape())) {
+                i++;
+            }
+            if (i == checked.length) {
+                return true;
+            }
+        }
         Shape[] shapes = new Shape[inputs.size()];
         for (int i = 0; i < shapes.length; i++) {
             shapes[i] = inputs.get(i).getShape();
-        }
-        if (Arrays.equals(shapes, checkedShapes)) {
-            return true;
         }
         checkedShapes = shapes;
         return false;
