@@ -11,6 +11,7 @@ import io.github.djlamp.amp.policy.PrecisionPolicy;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.AmpBackends;
 import io.github.djlamp.amp.spi.DeviceCapabilities;
+import io.github.djlamp.amp.spi.MemoryLayout;
 import io.github.djlamp.amp.verify.CanonicalKernels;
 import io.github.djlamp.amp.verify.KernelVerification;
 import io.github.djlamp.amp.verify.KernelVerifier;
@@ -44,7 +45,8 @@ final class DevicePolicies {
             ModelPlan plan,
             Block shadow,
             TreeStructure structure,
-            String reason) {}
+            String reason,
+            CompiledRuns compiled) {}
 
     /** A plan and the structure of the tree it was made from. */
     private record Planned(ModelPlan plan, TreeStructure structure) {}
@@ -60,6 +62,8 @@ final class DevicePolicies {
     private volatile AmpBackend backend;
     private volatile WeightCastCache castCache;
     private volatile KernelVerifier verifier;
+    // the layout of 16-bit operands when the forward compiles, null when it does not
+    private volatile MemoryLayout compileLayout;
 
     /**
      * Makes the resolution of a wrapped block's policy.
@@ -91,9 +95,28 @@ final class DevicePolicies {
         return resolved.computeIfAbsent(device, d -> resolve(d, manager));
     }
 
+    /** Returns the device's resolution, or null before its first forward. */
+    Resolved peek(Device device) {
+        return resolved.get(device);
+    }
+
     /** Forgets every device's shadow tree: the checkpointed segments have changed. */
     void forget() {
         resolved.clear();
+    }
+
+    /**
+     * Turns the compiled forward on (the 16-bit operands' layout given) or off (null); the next
+     * forward on each device builds its shadow tree again.
+     */
+    void compileWith(MemoryLayout lowLayout) {
+        compileLayout = lowLayout;
+        resolved.clear();
+    }
+
+    /** Returns whether the shadow trees compile what they can. */
+    boolean compiles() {
+        return compileLayout != null;
     }
 
     /**
@@ -183,12 +206,18 @@ final class DevicePolicies {
                                                         AmpBackends::supportEngineAutocast),
                                                 TreeStructure.of(original)));
         ModelPlan plan = planned.plan();
+        MemoryLayout layout = compileLayout;
+        CompiledRuns compiled =
+                layout == null || checkpoints.plan().isEnabled()
+                        ? null
+                        : new CompiledRuns(plan, layout, release, backend);
+        Block shadow =
+                ShadowTree.build(plan, release, checkpoints.plan(), checkpoints.tape(), compiled);
+        if (compiled != null) {
+            compiled.report(device);
+        }
         return new Resolved(
-                concrete,
-                plan,
-                ShadowTree.build(plan, release, checkpoints.plan(), checkpoints.tape()),
-                planned.structure(),
-                caps.getReason());
+                concrete, plan, shadow, planned.structure(), caps.getReason(), compiled);
     }
 
     /**

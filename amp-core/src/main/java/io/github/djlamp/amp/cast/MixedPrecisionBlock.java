@@ -59,7 +59,6 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
     private final TrainingLink trainingLink;
     private final Checkpoints checkpoints;
     private final Map<Device, ArithmeticShare> arithmetic = new ConcurrentHashMap<>();
-    private final CompiledForwards compiled = new CompiledForwards();
     private final Map<Device, InputPrecisions> outputPrecisions = new ConcurrentHashMap<>();
 
     /**
@@ -274,41 +273,68 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
     }
 
     /**
-     * Turns the compiled forward on or off (a prototype, off by default): the whole tree's forward
-     * as one native call of the engine, convolutions and linear layers in the policy's compute
-     * precision, BatchNorm and activations in what reaches them; the backward stays the engine's
-     * autograd. A tree with a block it cannot compile runs as before, and the first forward says
-     * why. Where 16-bit kernels are checked, the first forward runs eagerly and checks them, and
-     * the tree is compiled only if every one was trusted. Not yet with it: the intermediate
-     * release, per-block fallback, checkpointing.
+     * Turns the compiled forward on or off (off by default): each longest run of a
+     * SequentialBlock's children that djl-amp can compile (DJL's convolutions, linear layers,
+     * BatchNorm, activations, flatten and pooling lambdas, the plain containers, ResNetV1's
+     * residual join) runs as one native call of the engine, every operation in the precision and
+     * layout its eager stage computes in; the backward stays the engine's autograd. Every other
+     * block runs as before, and the first forward on each device says which and why. The first
+     * forward of each input shape runs eagerly, where the 16-bit kernels are checked and the
+     * arithmetic counted; a layer the check keeps in fp32 runs in fp32 in the compiled run too.
+     * With checkpointing on nothing is compiled.
      *
      * @param on whether to compile
      * @return this block
      */
     public MixedPrecisionBlock compileForward(boolean on) {
-        compiled.setEnabled(on);
+        devices.compileWith(on ? lowLayout : null);
         return this;
     }
 
     /**
-     * Returns whether the forward on {@code device} runs compiled.
+     * Returns whether the whole tree's forward on {@code device} runs as one native call.
      *
      * @param device the device
-     * @return true once a forward there ran as one native call
+     * @return true once a forward there ran the whole tree compiled
      */
     public boolean isForwardCompiled(Device device) {
-        return compiled.isCompiled(device);
+        CompiledRuns runs = compiling(device);
+        return runs != null && runs.isWholeTreeCompiled();
     }
 
     /**
-     * Returns why the compiled forward was refused on {@code device}, or null when it runs there
-     * (or is off, or has not run yet).
+     * Returns which blocks run eagerly on {@code device} with the compiled forward on, and why.
      *
      * @param device the device
-     * @return the block and reason, or null
+     * @return each such block's path and reason; null where the whole tree runs compiled, the
+     *     compiled forward is off, or no forward has run there yet
      */
     public String compiledForwardRefusal(Device device) {
-        return compiled.refusal(device);
+        CompiledRuns runs = compiling(device);
+        if (runs == null) {
+            return devices.compiles() && devices.resolvedDevices().contains(device)
+                    ? "checkpointing is on"
+                    : null;
+        }
+        return runs.refusal();
+    }
+
+    /**
+     * Returns the runs of blocks that have run as one native call each on {@code device}, by the
+     * paths of their first and last block.
+     *
+     * @param device the device
+     * @return the runs, empty where none has run compiled or the compiled forward is off
+     */
+    public List<String> compiledRuns(Device device) {
+        CompiledRuns runs = compiling(device);
+        return runs == null ? List.of() : runs.ranCompiled();
+    }
+
+    private CompiledRuns compiling(Device device) {
+        DevicePolicies.Resolved r =
+                devices.resolvedDevices().contains(device) ? devices.peek(device) : null;
+        return r == null ? null : r.compiled();
     }
 
     /** Both overloads: {@code labels} null for the one without (then as {@code training} says). */
@@ -330,25 +356,10 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
         }
         Precision compute = r.policy().getComputePrecision();
         boolean checkpointing = training && checkpoints.plan().isEnabled();
-        if (compiled.isEnabled()) {
-            NDList outputs =
-                    compiled.forward(
-                            original,
-                            parameterStore,
-                            inputs,
-                            training,
-                            checkpointing,
-                            compute,
-                            lowLayout == MemoryLayout.CHANNELS_LAST,
-                            verification == KernelVerification.ON && compute != Precision.FP32
-                                    ? this::getKernelVerdicts
-                                    : null,
-                            devices.backend());
-            if (outputs != null) {
-                return outputs;
-            }
-        }
-        if (compute == Precision.FP32 && !checkpointing && !release.isEnabled()) {
+        if (compute == Precision.FP32
+                && !checkpointing
+                && !release.isEnabled()
+                && r.compiled() == null) {
             return labels == null
                     ? original.forward(parameterStore, inputs, training, params)
                     : original.forward(parameterStore, inputs, labels, params);

@@ -494,6 +494,15 @@ final class PrecisionStage extends ShadowBlock {
         return labels;
     }
 
+    /**
+     * Returns the kernel verdict of the last signature this stage ran, or null where none was
+     * checked: what a compiled run made of this stage follows.
+     */
+    KernelVerdict lastVerdict() {
+        Known last = lastVerdict;
+        return last == null ? null : last.verdict;
+    }
+
     /** Returns whether this stage has yet to log its breadcrumb (tests). */
     boolean hasPendingBreadcrumb() {
         return pendingBreadcrumb != null;

@@ -75,8 +75,24 @@ final class ShadowTree {
             IntermediateRelease release,
             CheckpointPlan plan,
             CheckpointTape tape) {
+        return build(blocks, release, plan, tape, null);
+    }
+
+    /**
+     * Builds the shadow of a tree as {@link #build(ModelPlan, IntermediateRelease, CheckpointPlan,
+     * CheckpointTape)} does, with the runs of SequentialBlock children djl-amp can compile made
+     * into {@code compiling}'s compiled runs.
+     *
+     * @param compiling where the compiled runs go, or null to compile nothing
+     */
+    static Block build(
+            ModelPlan blocks,
+            IntermediateRelease release,
+            CheckpointPlan plan,
+            CheckpointTape tape,
+            CompiledRuns compiling) {
         PrecisionPolicy policy = blocks.getPolicy();
-        Builder builder = new Builder(blocks, release, plan, tape);
+        Builder builder = new Builder(blocks, release, plan, tape, compiling);
         Block shadow = builder.shadowOf(blocks.getRoot(), "");
         if (builder.segmentsBuilt != plan.segmentCount()) {
             List<String> missing = new ArrayList<>(plan.sequences());
@@ -101,6 +117,7 @@ final class ShadowTree {
         private final IntermediateRelease release;
         private final CheckpointPlan plan;
         private final CheckpointTape tape;
+        private final CompiledRuns compiling;
         private final List<String> sequencesBuilt = new ArrayList<>();
         private int segmentsBuilt;
 
@@ -108,11 +125,13 @@ final class ShadowTree {
                 ModelPlan blocks,
                 IntermediateRelease release,
                 CheckpointPlan plan,
-                CheckpointTape tape) {
+                CheckpointTape tape,
+                CompiledRuns compiling) {
             this.blocks = blocks;
             this.release = release;
             this.plan = plan;
             this.tape = tape;
+            this.compiling = compiling;
         }
 
         Block shadowOf(Block block, String path) {
@@ -202,8 +221,18 @@ final class ShadowTree {
                                     : block instanceof LowPrecisionSafe
                                             ? "it implements LowPrecisionSafe"
                                             : null;
-            return new PrecisionStage(
-                    block, category, path, release, TrustBreadcrumb.of(planned, policy), vouchedBy);
+            PrecisionStage stage =
+                    new PrecisionStage(
+                            block,
+                            category,
+                            path,
+                            release,
+                            TrustBreadcrumb.of(planned, policy),
+                            vouchedBy);
+            if (builder.compiling != null) {
+                builder.compiling.stage(path, stage);
+            }
+            return stage;
         }
         List<Block> children = new ArrayList<>();
         Map<String, Block> named = new LinkedHashMap<>();
@@ -240,8 +269,11 @@ final class ShadowTree {
         }
         if (block instanceof SequentialBlock) {
             boolean intermediate = ((SequentialBlock) block).isReturnIntermediate();
-            return new Sequential(release, intermediate)
-                    .addAll(builder.sequenceOf(block, path, children, intermediate));
+            List<Block> sequence = builder.sequenceOf(block, path, children, intermediate);
+            if (builder.compiling != null && !intermediate) {
+                sequence = builder.compiling.group(block, path, sequence);
+            }
+            return new Sequential(release, intermediate).addAll(sequence);
         }
         if (block instanceof ParallelBlock) {
             ParallelBlock parallel = (ParallelBlock) block;

@@ -5,22 +5,25 @@ import io.github.djlamp.amp.policy.Precision;
 import java.util.List;
 
 /**
- * A block tree's forward as a straight list of operations, engine-agnostic: an engine turns it into
- * one native call (amp-djl-engine: a TorchScript method). Value 0 is the input; the last
- * operation's value is the output, returned in fp32.
+ * A block tree's forward, or a run of a container's children, as a straight list of operations,
+ * engine-agnostic: an engine turns it into one native call (amp-djl-engine: a TorchScript method).
+ * Value 0 is the input; the last operation's value is the output.
  *
  * @param operations the operations in order
- * @param parameters the tree's parameters the operations read, BatchNorm's running statistics among
- *     them (updated in place in training)
+ * @param parameters the parameters the operations read, BatchNorm's running statistics among them
+ *     (updated in place in training)
  * @param lowPrecision the precision of the operations marked low-precision (FP32 when none is)
- * @param channelsLast whether 2-D convolutions take their 16-bit input and weight channels-last
- *     (the layout oneDNN's bf16 kernels and Tensor Cores want)
+ * @param inputLow whether the input arrives in {@code lowPrecision} (the output of a 16-bit stage
+ *     before the graph)
+ * @param fp32Output whether the output is cast to fp32; otherwise it stays in the precision its
+ *     last operation computes in, as the eager stages leave it
  */
 public record ForwardGraph(
         List<ForwardOp> operations,
         List<Parameter> parameters,
         Precision lowPrecision,
-        boolean channelsLast) {
+        boolean inputLow,
+        boolean fp32Output) {
 
     /**
      * Returns the value the forward returns.

@@ -13,39 +13,52 @@ import ai.djl.nn.convolutional.Conv3d;
 import ai.djl.nn.convolutional.Convolution;
 import ai.djl.nn.core.Linear;
 import ai.djl.nn.norm.BatchNorm;
+import ai.djl.nn.norm.Dropout;
+import ai.djl.nn.norm.LayerNorm;
 import ai.djl.util.Pair;
+import io.github.djlamp.amp.bytecode.CapturedValues;
 import io.github.djlamp.amp.internal.DjlSeam;
+import io.github.djlamp.amp.policy.BlockPaths;
+import io.github.djlamp.amp.policy.CastCategory;
 import io.github.djlamp.amp.policy.KnownFunctions;
 import io.github.djlamp.amp.policy.Precision;
 import java.lang.reflect.Method;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 /**
- * Writes the {@link ForwardGraph} of a block tree made only of blocks whose forward djl-amp can
- * reproduce call for call: SequentialBlock, Conv1d/2d/3d, BatchNorm over axis 1, Linear, the
- * lambdas of DJL's activations, flatten, identity and global average pooling, and ResNetV1's
- * residual ParallelBlock. Any other block, or a tree not initialized, is refused with a {@link
- * NotCompilableException} naming the block and why; the caller then runs the tree as before.
+ * Writes the {@link ForwardGraph} of blocks whose forward djl-amp can reproduce call for call:
+ * SequentialBlock, Conv1d/2d/3d, BatchNorm over axis 1, Linear, the lambdas of DJL's activations,
+ * flatten, identity and global average pooling, and ResNetV1's residual ParallelBlock, each in the
+ * precision a {@link GraphPlan} gives it. Any other block, or a block the plan runs another way, is
+ * refused with a {@link NotCompilableException} naming the block and why; the caller then runs it
+ * eagerly.
  */
 public final class ForwardGraphBuilder {
 
     private static final Map<String, String> POINTWISE =
-            Map.of("ReLU", "relu", "sigmoid", "sigmoid", "Tanh", "tanh");
+            Map.of("ReLU", "relu", "sigmoid", "sigmoid", "Tanh", "tanh", "GELU", "gelu");
+
+    /** The pooling factories whose captured kernel, stride, padding and ceiling mode it reads. */
+    private static final Pattern POOL = Pattern.compile("(max|avg)Pool([123])d");
 
     private final Precision lowPrecision;
+    private final GraphPlan plan;
     private final List<ForwardOp> operations = new ArrayList<>();
     private final List<Parameter> parameters = new ArrayList<>();
     private int values = 1;
 
-    private ForwardGraphBuilder(Precision lowPrecision) {
+    private ForwardGraphBuilder(Precision lowPrecision, GraphPlan plan) {
         this.lowPrecision = lowPrecision;
+        this.plan = plan;
     }
 
     /**
-     * Returns the graph of {@code block}'s forward, with convolutions and linear layers in {@code
-     * lowPrecision} (FP32 for none).
+     * Returns the graph of {@code block}'s whole forward under djl-amp's default rules, with
+     * convolutions and linear layers in {@code lowPrecision} (FP32 for none), the output in fp32.
      *
      * @param block the root of the tree
      * @param lowPrecision the precision of convolutions and linear layers
@@ -57,8 +70,8 @@ public final class ForwardGraphBuilder {
     }
 
     /**
-     * Returns the graph of {@code block}'s forward, as {@link #of(Block, Precision)}, with 2-D
-     * convolutions' 16-bit input and weight channels-last where {@code channelsLast} says so.
+     * Returns the graph of {@code block}'s whole forward, as {@link #of(Block, Precision)}, with
+     * 2-D convolutions' 16-bit input and weight channels-last where {@code channelsLast} says so.
      *
      * @param block the root of the tree
      * @param lowPrecision the precision of convolutions and linear layers
@@ -67,57 +80,164 @@ public final class ForwardGraphBuilder {
      * @throws NotCompilableException naming the first block that has no compiled form
      */
     public static ForwardGraph of(Block block, Precision lowPrecision, boolean channelsLast) {
-        ForwardGraphBuilder builder = new ForwardGraphBuilder(lowPrecision);
-        builder.add(block, 0, block.getClass().getSimpleName());
+        ForwardGraphBuilder builder =
+                new ForwardGraphBuilder(lowPrecision, GraphPlan.defaults(channelsLast));
+        builder.add(block, 0, "");
+        return builder.graph(false, true);
+    }
+
+    /**
+     * Returns the graph of a run of blocks, each the next one's input, as {@code plan} runs them: a
+     * run of a SequentialBlock's children inside djl-amp's shadow tree. The output stays in the
+     * precision its last operation computes in.
+     *
+     * @param run the blocks in order, each with its path
+     * @param plan what the wrapper decided for each block
+     * @param lowPrecision the compute precision of 16-bit layers (FP32 for none)
+     * @param inputLow whether the input arrives in {@code lowPrecision}
+     * @return the graph
+     * @throws NotCompilableException naming the first block that has no compiled form
+     */
+    public static ForwardGraph of(
+            List<Pair<String, Block>> run,
+            GraphPlan plan,
+            Precision lowPrecision,
+            boolean inputLow) {
+        ForwardGraphBuilder builder = new ForwardGraphBuilder(lowPrecision, plan);
+        int value = 0;
+        for (Pair<String, Block> block : run) {
+            value = builder.add(block.getValue(), value, block.getKey());
+        }
+        return builder.graph(inputLow, false);
+    }
+
+    private ForwardGraph graph(boolean inputLow, boolean fp32Output) {
         return new ForwardGraph(
-                List.copyOf(builder.operations),
-                List.copyOf(builder.parameters),
+                List.copyOf(operations),
+                List.copyOf(parameters),
                 lowPrecision,
-                channelsLast);
+                inputLow,
+                fp32Output);
     }
 
     private int add(Block block, int in, String path) {
-        if (!block.isInitialized()) {
-            throw new NotCompilableException(path, "not initialized");
-        }
         Class<?> type = block.getClass();
+        CastCategory category = plan.categoryOf(path, block);
+        if (category == null) {
+            throw new NotCompilableException(
+                    path, "djl-amp runs it under the engine's autocast or over its children");
+        }
+        boolean container = isPlainSequential(type) || type == ParallelBlock.class;
+        if (container != (category == CastCategory.CONTAINER)) {
+            throw new NotCompilableException(
+                    path,
+                    container
+                            ? "the policy runs this container as one unit ("
+                                    + category.configName()
+                                    + ")"
+                            : type.getName() + " has no compiled form");
+        }
         if (isPlainSequential(type)) {
             return sequential((SequentialBlock) block, in, path);
         }
-        if (type == Conv1d.class || type == Conv2d.class || type == Conv3d.class) {
-            return convolution((Convolution) block, in);
+        if (type == ParallelBlock.class) {
+            return join((ParallelBlock) block, in, path);
         }
-        if (type == Linear.class) {
+        if (type == Conv1d.class
+                || type == Conv2d.class
+                || type == Conv3d.class
+                || type == Linear.class) {
+            return layer(block, in, path, category);
+        }
+        if (type != BatchNorm.class
+                && type != LambdaBlock.class
+                && type != LayerNorm.class
+                && type != Dropout.class) {
+            throw new NotCompilableException(path, type.getName() + " has no compiled form");
+        }
+        int input = in;
+        if (category == CastCategory.FP32) {
+            input = values++;
+            operations.add(new ForwardOp.ToFp32(input, in));
+        } else if (category != CastCategory.PASS_THROUGH) {
+            throw new NotCompilableException(
+                    path,
+                    "the policy runs it as "
+                            + category.configName()
+                            + "; compiled, it runs only on what reaches it or in fp32");
+        }
+        if (type == BatchNorm.class) {
+            return batchNorm((BatchNorm) block, input, path);
+        }
+        if (type == LayerNorm.class) {
+            return layerNorm((LayerNorm) block, input, path);
+        }
+        if (type == Dropout.class) {
             int out = values++;
+            operations.add(new ForwardOp.Dropout(out, input, DjlSeam.dropoutRate((Dropout) block)));
+            return out;
+        }
+        return lambda((LambdaBlock) block, input, path);
+    }
+
+    private int join(ParallelBlock block, int in, String path) {
+        if (!KnownFunctions.isAddReluJoin(block)) {
+            throw new NotCompilableException(
+                    path, "a ParallelBlock with a join other than ResNetV1's add and relu");
+        }
+        BlockList branches = block.getChildren();
+        int a = add(branches.get(0).getValue(), in, child(path, branches.get(0).getKey()));
+        int b = add(branches.get(1).getValue(), in, child(path, branches.get(1).getKey()));
+        int out = values++;
+        operations.add(new ForwardOp.AddRelu(out, a, b, plan.fp32Join(path)));
+        return out;
+    }
+
+    /** A convolution or linear layer: 16 bits where the plan and its kernel check say so. */
+    private int layer(Block block, int in, String path, CastCategory category) {
+        boolean low;
+        if (category == CastCategory.LOW || category == CastCategory.TRUSTED) {
+            low = lowPrecision != Precision.FP32 && plan.runsLow(path);
+        } else if (category == CastCategory.FP32) {
+            low = false;
+        } else {
+            throw new NotCompilableException(
+                    path,
+                    "the policy runs it as "
+                            + category.configName()
+                            + "; compiled, a layer runs in 16 bits or fp32");
+        }
+        int out = values++;
+        if (block instanceof Linear) {
             operations.add(
                     new ForwardOp.Linear(
                             out,
                             in,
                             parameter(block, "weight", path),
                             optionalParameter(block, "bias"),
-                            lowPrecision != Precision.FP32));
+                            low));
             return out;
         }
-        if (type == BatchNorm.class) {
-            return batchNorm((BatchNorm) block, in, path);
-        }
-        if (type == LambdaBlock.class) {
-            return lambda((LambdaBlock) block, in, path);
-        }
-        if (type == ParallelBlock.class && KnownFunctions.isAddReluJoin((ParallelBlock) block)) {
-            BlockList branches = block.getChildren();
-            int a = add(branches.get(0).getValue(), in, path + "/" + branches.get(0).getKey());
-            int b = add(branches.get(1).getValue(), in, path + "/" + branches.get(1).getKey());
-            int out = values++;
-            operations.add(new ForwardOp.AddRelu(out, a, b));
-            return out;
-        }
-        throw new NotCompilableException(
-                path,
-                type.getName()
-                        + (type == ParallelBlock.class
-                                ? " with a join other than ResNetV1's add and relu"
-                                : " has no compiled form"));
+        Convolution convolution = (Convolution) block;
+        Shape kernel = convolution.getKernelShape();
+        operations.add(
+                new ForwardOp.Convolution(
+                        out,
+                        in,
+                        parameter(block, "weight", path),
+                        optionalParameter(block, "bias"),
+                        kernel.dimension(),
+                        convolution.getStride().getShape(),
+                        convolution.getPadding().getShape(),
+                        convolution.getDilation().getShape(),
+                        convolution.getGroups(),
+                        low,
+                        low && kernel.dimension() == 2 && plan.channelsLast(path)));
+        return out;
+    }
+
+    private static String child(String path, String name) {
+        return BlockPaths.child(path, name);
     }
 
     /** SequentialBlock, or a subclass that only builds its children (d2l's and DJL's Mlp). */
@@ -141,27 +261,9 @@ public final class ForwardGraphBuilder {
         }
         int value = in;
         for (Pair<String, Block> child : block.getChildren()) {
-            value = add(child.getValue(), value, path + "/" + child.getKey());
+            value = add(child.getValue(), value, child(path, child.getKey()));
         }
         return value;
-    }
-
-    private int convolution(Convolution block, int in) {
-        Shape kernel = block.getKernelShape();
-        int out = values++;
-        operations.add(
-                new ForwardOp.Convolution(
-                        out,
-                        in,
-                        parameter(block, "weight", ""),
-                        optionalParameter(block, "bias"),
-                        kernel.dimension(),
-                        block.getStride().getShape(),
-                        block.getPadding().getShape(),
-                        block.getDilation().getShape(),
-                        block.getGroups(),
-                        lowPrecision != Precision.FP32));
-        return out;
     }
 
     private int batchNorm(BatchNorm block, int in, String path) {
@@ -186,18 +288,66 @@ public final class ForwardGraphBuilder {
         return out;
     }
 
+    private int layerNorm(LayerNorm block, int in, String path) {
+        // DJL sets the shape at initialization; a tree checked before has it by its first forward
+        Shape normalized = (Shape) DjlSeam.read(block, LayerNorm.class, "normalizedShape");
+        int out = values++;
+        operations.add(
+                new ForwardOp.LayerNorm(
+                        out,
+                        in,
+                        parameter(block, "gamma", path),
+                        parameter(block, "beta", path),
+                        normalized == null ? null : normalized.getShape(),
+                        (double) (float) DjlSeam.read(block, LayerNorm.class, "epsilon")));
+        return out;
+    }
+
+    /** DJL's max or average pooling, with the settings its factory's lambda captured. */
+    private int pool(LambdaBlock block, int in, String path, Matcher kind) {
+        List<Object> captured = CapturedValues.of(block);
+        int dims = kind.group(2).charAt(0) - '0';
+        boolean max = "max".equals(kind.group(1));
+        // maxPool: kernel, stride, padding, ceil; avgPool: the same, then countIncludePad
+        if (captured == null
+                || captured.size() != (max ? 4 : 5)
+                || !(captured.get(0) instanceof Shape kernel)
+                || !(captured.get(1) instanceof Shape stride)
+                || !(captured.get(2) instanceof Shape padding)
+                || !(captured.get(3) instanceof Boolean ceil)
+                || kernel.dimension() != dims) {
+            throw new NotCompilableException(
+                    path, "DJL's " + kind.group() + " with settings djl-amp cannot read");
+        }
+        int out = values++;
+        operations.add(
+                new ForwardOp.Pool(
+                        out,
+                        in,
+                        max,
+                        dims,
+                        kernel.getShape(),
+                        stride.getShape(),
+                        padding.getShape(),
+                        ceil));
+        return out;
+    }
+
     private int lambda(LambdaBlock block, int in, String path) {
         String label = KnownFunctions.labelOf(block);
         if (label == null) {
             throw new NotCompilableException(path, "a lambda that is not one of DJL's functions");
         }
         int out = values;
+        Matcher pool = POOL.matcher(label);
         if ("identity".equals(label)) {
             return in;
         } else if (POINTWISE.containsKey(label)) {
             operations.add(new ForwardOp.Pointwise(out, in, POINTWISE.get(label)));
         } else if ("batchFlatten".equals(label)) {
             operations.add(new ForwardOp.Flatten(out, in));
+        } else if (pool.matches()) {
+            return pool(block, in, path, pool);
         } else if (label.matches("globalAvgPool[123]d")) {
             operations.add(new ForwardOp.GlobalAvgPool(out, in, label.charAt(13) - '0'));
         } else {

@@ -16,7 +16,8 @@ public sealed interface ForwardOp {
 
     /**
      * DJL's {@code Convolution}: {@code dims} spatial dimensions, {@code bias} -1 when the block
-     * has none; {@code lowPrecision} when the plan runs it in the graph's 16-bit precision.
+     * has none; {@code lowPrecision} when the plan runs it in the graph's 16-bit precision, {@code
+     * channelsLast} when its 16-bit input and weight are cast channels-last.
      */
     record Convolution(
             int out,
@@ -28,7 +29,8 @@ public sealed interface ForwardOp {
             long[] padding,
             long[] dilation,
             int groups,
-            boolean lowPrecision)
+            boolean lowPrecision,
+            boolean channelsLast)
             implements ForwardOp {}
 
     /** DJL's {@code Linear}: bias -1 when it has none. */
@@ -51,7 +53,32 @@ public sealed interface ForwardOp {
             double epsilon)
             implements ForwardOp {}
 
-    /** An elementwise function of DJL's {@code Activation}: "relu", "sigmoid" or "tanh". */
+    /**
+     * DJL's {@code LayerNorm} over the trailing {@code normalizedShape}; {@code epsilon} as DJL's
+     * engine passes it (a float widened).
+     */
+    record LayerNorm(int out, int in, int gamma, int beta, long[] normalizedShape, double epsilon)
+            implements ForwardOp {}
+
+    /** DJL's {@code Dropout}: {@code rate} as DJL's engine passes it (a float widened). */
+    record Dropout(int out, int in, double rate) implements ForwardOp {}
+
+    /**
+     * DJL's {@code Pool.maxPool*dBlock} ({@code max}) or {@code Pool.avgPool*dBlock}: DJL's engine
+     * counts padding in the average whatever the block asks.
+     */
+    record Pool(
+            int out,
+            int in,
+            boolean max,
+            int dims,
+            long[] kernel,
+            long[] stride,
+            long[] padding,
+            boolean ceil)
+            implements ForwardOp {}
+
+    /** An elementwise function of DJL's {@code Activation}: "relu", "sigmoid", "tanh" or "gelu". */
     record Pointwise(int out, int in, String function) implements ForwardOp {}
 
     /** DJL's {@code Blocks.batchFlatten}: every axis after the first into one. */
@@ -60,6 +87,9 @@ public sealed interface ForwardOp {
     /** DJL's {@code Pool.globalAvgPool*d}: the mean over the spatial axes, shape (N, C). */
     record GlobalAvgPool(int out, int in, int dims) implements ForwardOp {}
 
-    /** ResNetV1's residual join: {@code relu(a + b)}. */
-    record AddRelu(int out, int a, int b) implements ForwardOp {}
+    /** ResNetV1's residual join: {@code relu(a + b)}, in fp32 where {@code fp32} says so. */
+    record AddRelu(int out, int a, int b, boolean fp32) implements ForwardOp {}
+
+    /** The cast to fp32 an FP32 stage makes of its input (none where it is fp32 already). */
+    record ToFp32(int out, int in) implements ForwardOp {}
 }

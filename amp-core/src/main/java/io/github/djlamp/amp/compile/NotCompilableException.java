@@ -11,13 +11,14 @@ public final class NotCompilableException extends AmpException {
     private final String reason;
 
     NotCompilableException(String blockPath, String reason) {
-        super(blockPath + ": " + reason);
+        super((blockPath.isEmpty() ? "root" : blockPath) + ": " + reason);
         this.blockPath = blockPath;
         this.reason = reason;
     }
 
     /**
-     * Returns the path of the block, from the root, with its children's names.
+     * Returns the path of the block, from the root, with its children's names ({@code ""} for the
+     * root).
      *
      * @return the path
      */

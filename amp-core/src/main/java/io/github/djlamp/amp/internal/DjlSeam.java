@@ -2,10 +2,12 @@ package io.github.djlamp.amp.internal;
 
 import ai.djl.engine.Engine;
 import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.LambdaBlock;
 import ai.djl.nn.ParallelBlock;
 import ai.djl.nn.norm.BatchNorm;
 import ai.djl.nn.norm.Dropout;
+import ai.djl.nn.norm.LayerNorm;
 import ai.djl.nn.transformer.ScaledDotProductAttentionBlock;
 import ai.djl.nn.transformer.TransformerEncoderBlock;
 import ai.djl.training.Trainer;
@@ -55,6 +57,8 @@ public final class DjlSeam {
                     new FieldSpec(BatchNorm.class, "axis", int.class),
                     new FieldSpec(BatchNorm.class, "epsilon", float.class),
                     new FieldSpec(BatchNorm.class, "momentum", float.class),
+                    new FieldSpec(LayerNorm.class, "normalizedShape", Shape.class),
+                    new FieldSpec(LayerNorm.class, "epsilon", float.class),
                     new FieldSpec(ScaledDotProductAttentionBlock.class, "embeddingSize", int.class),
                     new FieldSpec(ScaledDotProductAttentionBlock.class, "headCount", int.class),
                     new FieldSpec(

@@ -21,6 +21,9 @@ final class ForwardGraphScript {
     /** PyTorch's MemoryFormat code of channels-last. */
     private static final int CHANNELS_LAST = 2;
 
+    /** PyTorch's MemoryFormat code of contiguous. */
+    private static final int CONTIGUOUS = 0;
+
     private ForwardGraphScript() {}
 
     static String source(ForwardGraph graph) {
@@ -44,34 +47,34 @@ final class ForwardGraphScript {
                 .append(", x: Tensor, p: List[Tensor]) -> Tensor:\n");
         Precision low = graph.lowPrecision();
         Set<Integer> lowValues = new HashSet<>();
+        if (graph.inputLow()) {
+            lowValues.add(0);
+        }
         for (ForwardOp op : graph.operations()) {
             body.append("    ").append(value(op.out())).append(" = ");
-            body.append(expression(op, low, lowValues, training, graph.channelsLast()))
-                    .append('\n');
+            body.append(expression(op, low, lowValues, training)).append('\n');
         }
         String out = value(graph.output());
         body.append("    return ")
-                .append(lowValues.contains(graph.output()) ? cast(out, Precision.FP32) : out);
+                .append(
+                        graph.fp32Output() && lowValues.contains(graph.output())
+                                ? cast(out, Precision.FP32)
+                                : out);
         return body.toString();
     }
 
     private static String expression(
-            ForwardOp op,
-            Precision low,
-            Set<Integer> lowValues,
-            boolean training,
-            boolean channelsLast) {
+            ForwardOp op, Precision low, Set<Integer> lowValues, boolean training) {
         if (op instanceof ForwardOp.Convolution c) {
             if (c.lowPrecision()) {
                 lowValues.add(c.out());
             }
             // channels-last as the eager path casts them (AmpKernelScript's to_bf16_2)
-            int format = channelsLast && c.dims() == 2 ? CHANNELS_LAST : -1;
             String in = operand(c.in(), c.lowPrecision(), low, lowValues);
             String weight = weight(c.weight(), c.lowPrecision(), low);
-            if (c.lowPrecision() && format >= 0) {
-                in = lowValues.contains(c.in()) ? in : layout(in, low, format);
-                weight = layout(param(c.weight()), low, format);
+            if (c.channelsLast()) {
+                in = lowValues.contains(c.in()) ? in : layout(in, low, CHANNELS_LAST);
+                weight = layout(param(c.weight()), low, CHANNELS_LAST);
             }
             return "torch.conv"
                     + c.dims()
@@ -124,6 +127,56 @@ final class ForwardGraphScript {
                     + number(b.epsilon())
                     + ", True)";
         }
+        if (op instanceof ForwardOp.LayerNorm n) {
+            // an FP32 stage's cast of its input is a ToFp32 before it
+            inherit(n.out(), n.in(), lowValues);
+            return "torch.layer_norm("
+                    + value(n.in())
+                    + ", "
+                    + list(n.normalizedShape())
+                    + ", "
+                    + param(n.gamma())
+                    + ", "
+                    + param(n.beta())
+                    + ", "
+                    + number(n.epsilon())
+                    + ", True)";
+        }
+        if (op instanceof ForwardOp.Dropout d) {
+            inherit(d.out(), d.in(), lowValues);
+            return "torch.dropout("
+                    + value(d.in())
+                    + ", "
+                    + number(d.rate())
+                    + ", "
+                    + (training ? "True" : "False")
+                    + ")";
+        }
+        if (op instanceof ForwardOp.Pool p) {
+            inherit(p.out(), p.in(), lowValues);
+            String common =
+                    value(p.in())
+                            + ", "
+                            + list(p.kernel())
+                            + ", "
+                            + list(p.stride())
+                            + ", "
+                            + list(p.padding());
+            String ceil = p.ceil() ? "True" : "False";
+            long[] dilation = new long[p.dims()];
+            Arrays.fill(dilation, 1);
+            return p.max()
+                    ? "torch.max_pool"
+                            + p.dims()
+                            + "d("
+                            + common
+                            + ", "
+                            + list(dilation)
+                            + ", "
+                            + ceil
+                            + ")"
+                    : "torch.avg_pool" + p.dims() + "d(" + common + ", " + ceil + ", True)";
+        }
         if (op instanceof ForwardOp.Pointwise f) {
             inherit(f.out(), f.in(), lowValues);
             return "torch." + f.function() + "(" + value(f.in()) + ")";
@@ -150,8 +203,11 @@ final class ForwardGraphScript {
                     + in
                     + ".size(1)])";
         }
+        if (op instanceof ForwardOp.ToFp32 t) {
+            return lowValues.contains(t.in()) ? cast(value(t.in()), Precision.FP32) : value(t.in());
+        }
         if (op instanceof ForwardOp.AddRelu a) {
-            boolean bothLow = lowValues.contains(a.a()) && lowValues.contains(a.b());
+            boolean bothLow = !a.fp32() && lowValues.contains(a.a()) && lowValues.contains(a.b());
             if (bothLow) {
                 lowValues.add(a.out());
             }
@@ -202,8 +258,14 @@ final class ForwardGraphScript {
                 + ")";
     }
 
+    /** A cast as the eager stages make it: to fp32 contiguous, to 16 bits in the layout it has. */
     private static String cast(String expression, Precision precision) {
-        return "torch.to(" + expression + ", " + AmpKernelScript.dtypeCode(precision) + ")";
+        return "torch.to("
+                + expression
+                + ", "
+                + AmpKernelScript.dtypeCode(precision)
+                + (precision == Precision.FP32 ? ", False, False, " + CONTIGUOUS : "")
+                + ")";
     }
 
     private static String value(int value) {

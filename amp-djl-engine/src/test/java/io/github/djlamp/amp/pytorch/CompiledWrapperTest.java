@@ -1,5 +1,10 @@
 package io.github.djlamp.amp.pytorch;
 
+import static io.github.djlamp.amp.pytorch.CompiledSteps.compiledStep;
+import static io.github.djlamp.amp.pytorch.CompiledSteps.initialize;
+import static io.github.djlamp.amp.pytorch.CompiledSteps.parameters;
+import static io.github.djlamp.amp.pytorch.CompiledSteps.runs;
+import static io.github.djlamp.amp.pytorch.CompiledSteps.step;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -8,20 +13,14 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import ai.djl.basicmodelzoo.basic.Mlp;
 import ai.djl.basicmodelzoo.cv.classification.ResNetV1;
-import ai.djl.engine.Engine;
 import ai.djl.ndarray.NDArray;
-import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
-import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Activation;
 import ai.djl.nn.Block;
 import ai.djl.nn.Parameter;
 import ai.djl.nn.SequentialBlock;
 import ai.djl.nn.core.Linear;
-import ai.djl.nn.norm.Dropout;
-import ai.djl.training.GradientCollector;
-import ai.djl.training.ParameterStore;
 import io.github.djlamp.amp.Amp;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
 import io.github.djlamp.amp.verify.KernelVerification;
@@ -55,7 +54,7 @@ class CompiledWrapperTest {
                 before.get(i).copyTo(stats.get(i));
             }
             MixedPrecisionBlock wrapped = Amp.wrap(resNet, "float32").compileForward(true);
-            List<float[]> compiled = step(wrapped, x);
+            List<float[]> compiled = compiledStep(wrapped, x);
             assertTrue(wrapped.isForwardCompiled(x.getDevice()));
             assertEquals(eager.size(), compiled.size());
             for (int i = 0; i < eager.size(); i++) {
@@ -72,7 +71,7 @@ class CompiledWrapperTest {
             List<float[]> fp32 = step(mlp, x);
             MixedPrecisionBlock wrapped =
                     Amp.wrap(mlp, "mixed_bfloat16", KernelVerification.OFF).compileForward(true);
-            List<float[]> bf16 = step(wrapped, x);
+            List<float[]> bf16 = compiledStep(wrapped, x);
             assertTrue(wrapped.isForwardCompiled(x.getDevice()));
             // the output first, then each gradient
             for (int i = 1; i < fp32.size(); i++) {
@@ -99,7 +98,7 @@ class CompiledWrapperTest {
             MixedPrecisionBlock wrapped =
                     Amp.wrap(compiledNet, "mixed_bfloat16", KernelVerification.OFF)
                             .compileForward(true);
-            List<float[]> compiled = step(wrapped, x);
+            List<float[]> compiled = compiledStep(wrapped, x);
             assertTrue(wrapped.isForwardCompiled(x.getDevice()));
             // the same casts (channels-last bf16 convolution inputs and weights, fp32 BatchNorm
             // parameters on bf16 input) and the same kernels as djl-amp's eager bf16 path
@@ -132,55 +131,76 @@ class CompiledWrapperTest {
     }
 
     @Test
-    void aTreeItCannotCompileRunsEagerlyAndSaysWhy() {
-        SequentialBlock block = new SequentialBlock();
-        block.add(Linear.builder().setUnits(4).build())
-                .add(Activation::relu)
-                .add(Dropout.builder().optRate(0f).build());
+    void aBlockItCannotCompileRunsEagerlyBetweenCompiledRunsAndIsNamed() {
         try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
-            NDArray x = initialize(block, manager, new Shape(2, 3));
-            List<float[]> eager = step(block, x);
+            Block plain = withLeakyRelu();
+            NDArray x = initialize(plain, manager, new Shape(2, 3));
+            List<float[]> eager = step(plain, x);
+            Block block = withLeakyRelu();
+            initialize(block, manager, new Shape(2, 3));
             MixedPrecisionBlock wrapped = Amp.wrap(block, "float32").compileForward(true);
-            List<float[]> fallback = step(wrapped, x);
+            List<float[]> compiled = compiledStep(wrapped, x);
+            assertEquals(
+                    List.of("01Linear .. 02LambdaBlock", "04Linear .. 05LambdaBlock"),
+                    runs(wrapped, x));
             String refusal = wrapped.compiledForwardRefusal(x.getDevice());
             assertNotNull(refusal);
             assertFalse(wrapped.isForwardCompiled(x.getDevice()));
-            assertTrue(refusal.startsWith("SequentialBlock/03Dropout: "), refusal);
-            assertArrayEquals(eager.get(0), fallback.get(0), 0f);
-        }
-    }
-
-    private static NDArray initialize(Block block, NDManager manager, Shape inputShape) {
-        Engine.getInstance().setRandomSeed(5);
-        block.initialize(manager, DataType.FLOAT32, inputShape);
-        return manager.randomNormal(inputShape);
-    }
-
-    /** One training forward and backward: the output, then every gradient and running stat. */
-    private static List<float[]> step(Block block, NDArray x) {
-        try (NDManager step = x.getManager().newSubManager();
-                GradientCollector collector = Engine.getInstance().newGradientCollector()) {
-            collector.zeroGradients();
-            NDArray out =
-                    block.forward(new ParameterStore(step, false), new NDList(x), true)
-                            .singletonOrThrow();
-            NDArray weights = out.getManager().arange((float) out.size()).reshape(out.getShape());
-            collector.backward(out.mul(out).mul(weights.add(1f)).sum());
-            List<float[]> result = new ArrayList<>();
-            result.add(out.toFloatArray());
-            for (Parameter p : parameters(block)) {
-                result.add(
-                        p.requiresGradient()
-                                ? p.getArray().getGradient().toFloatArray()
-                                : p.getArray().toFloatArray());
+            assertTrue(refusal.startsWith("03LambdaBlock: DJL's LeakyReLU"), refusal);
+            for (int i = 0; i < eager.size(); i++) {
+                assertArrayEquals(eager.get(i), compiled.get(i), 0f, "array " + i);
             }
-            return result;
         }
     }
 
-    private static List<Parameter> parameters(Block block) {
-        List<Parameter> all = new ArrayList<>();
-        block.getParameters().forEach(p -> all.add(p.getValue()));
-        return all;
+    @Test
+    void aRunAfterAnEagerBlockTakesItsBf16OutputAsTheEagerStagesDo() {
+        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+            Block eagerBlock = withLeakyRelu();
+            NDArray x = initialize(eagerBlock, manager, new Shape(2, 3));
+            List<float[]> eager =
+                    step(Amp.wrap(eagerBlock, "mixed_bfloat16", KernelVerification.OFF), x);
+            Block block = withLeakyRelu();
+            initialize(block, manager, new Shape(2, 3));
+            MixedPrecisionBlock wrapped =
+                    Amp.wrap(block, "mixed_bfloat16", KernelVerification.OFF).compileForward(true);
+            List<float[]> compiled = compiledStep(wrapped, x);
+            // the second run's input is the bf16 output of the eager leaky relu
+            assertEquals(2, runs(wrapped, x).size());
+            for (int i = 0; i < eager.size(); i++) {
+                assertArrayEquals(eager.get(i), compiled.get(i), 0f, "array " + i);
+            }
+        }
+    }
+
+    @Test
+    void aLayerThePolicyKeepsInFp32IsFp32InTheCompiledRun() {
+        String policy = "mixed_bfloat16[path:02ParallelBlock/01SequentialBlock/04Conv2d=fp32]";
+        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+            Block eagerNet = resNet();
+            NDArray x = initialize(eagerNet, manager, new Shape(2, 1, 32, 32));
+            List<float[]> eager = step(Amp.wrap(eagerNet, policy, KernelVerification.OFF), x);
+            Block compiledNet = resNet();
+            initialize(compiledNet, manager, new Shape(2, 1, 32, 32));
+            MixedPrecisionBlock wrapped =
+                    Amp.wrap(compiledNet, policy, KernelVerification.OFF).compileForward(true);
+            List<float[]> compiled = compiledStep(wrapped, x);
+            assertTrue(wrapped.isForwardCompiled(x.getDevice()));
+            // the first convolution's weight gradient: fp32 in both, so any bf16 rounding of it
+            // in the compiled run shows
+            for (int i = 0; i < eager.size(); i++) {
+                assertArrayEquals(eager.get(i), compiled.get(i), 0f, "array " + i);
+            }
+        }
+    }
+
+    private static Block withLeakyRelu() {
+        SequentialBlock block = new SequentialBlock();
+        block.add(Linear.builder().setUnits(4).build())
+                .add(Activation::relu)
+                .add(Activation.leakyReluBlock(0.1f))
+                .add(Linear.builder().setUnits(3).build())
+                .add(Activation::relu);
+        return block;
     }
 }

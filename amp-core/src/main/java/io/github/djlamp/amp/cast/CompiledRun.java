@@ -1,0 +1,250 @@
+package io.github.djlamp.amp.cast;
+
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.DataType;
+import ai.djl.ndarray.types.Shape;
+import ai.djl.nn.AbstractBlock;
+import ai.djl.nn.Block;
+import ai.djl.nn.Parameter;
+import ai.djl.training.ParameterStore;
+import ai.djl.util.Pair;
+import ai.djl.util.PairList;
+import io.github.djlamp.amp.cast.strategy.InputPrecisions;
+import io.github.djlamp.amp.compile.ForwardGraph;
+import io.github.djlamp.amp.compile.ForwardGraphBuilder;
+import io.github.djlamp.amp.compile.NotCompilableException;
+import io.github.djlamp.amp.exception.AmpException;
+import io.github.djlamp.amp.policy.BlockPaths;
+import io.github.djlamp.amp.policy.ModelPlan;
+import io.github.djlamp.amp.policy.Precision;
+import io.github.djlamp.amp.spi.AmpBackend;
+import io.github.djlamp.amp.spi.CompiledForward;
+import io.github.djlamp.amp.spi.MemoryLayout;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Consecutive children of a SequentialBlock that djl-amp can compile, in the shadow tree: one
+ * native call of the engine for their whole forward. The first forward of each input signature
+ * (shape, whether the input is 16-bit, training or not) runs their eager shadows, where their
+ * kernels are checked, their arithmetic counted and their WARNs said; the run is then compiled from
+ * the plan and from what those checks decided (a layer the check kept in fp32 is fp32 in the graph,
+ * in the layout its check chose), and later forwards of that signature run compiled. The backward
+ * stays the engine's autograd.
+ */
+final class CompiledRun extends AbstractBlock {
+
+    private static final Logger LOG = LoggerFactory.getLogger(MixedPrecisionBlock.class);
+
+    /** An input signature: the graph's casts and BatchNorm's mode depend on it. */
+    private record Signature(Shape shape, boolean inputLow, boolean training) {}
+
+    /**
+     * What a signature got: its graph once its first forward ran, the compiled forward from its
+     * second on, or why it runs eagerly.
+     */
+    private record Outcome(
+            Signature signature, CompiledForward forward, ForwardGraph graph, String refusal) {}
+
+    private final List<Block> eager;
+    private final List<Pair<String, Block>> originals;
+    private final ModelPlan plan;
+    private final Map<String, PrecisionStage> stages;
+    private final MemoryLayout lowLayout;
+    private final IntermediateRelease release;
+    private final AmpBackend backend;
+    private final Map<Signature, Outcome> outcomes = new ConcurrentHashMap<>();
+    private volatile Outcome last;
+    private volatile boolean ranCompiled;
+    private volatile InputPrecisions inputPrecision;
+
+    /**
+     * Makes the run.
+     *
+     * @param eager the children's shadows, run for each new signature and where compiling fails
+     * @param originals the children, each with its path, as the graph is made from them
+     * @param stages the shadow tree's stages by path, whose verdicts the graph follows
+     */
+    CompiledRun(
+            List<Block> eager,
+            List<Pair<String, Block>> originals,
+            ModelPlan plan,
+            Map<String, PrecisionStage> stages,
+            MemoryLayout lowLayout,
+            IntermediateRelease release,
+            AmpBackend backend) {
+        this.eager = List.copyOf(eager);
+        this.originals = List.copyOf(originals);
+        this.plan = plan;
+        this.stages = stages;
+        this.lowLayout = lowLayout;
+        this.release = release;
+        this.backend = backend;
+    }
+
+    /** Returns the paths of the first and last child this run covers. */
+    String describe() {
+        String first = originals.get(0).getKey();
+        String end = originals.get(originals.size() - 1).getKey();
+        return originals.size() == 1 ? first : first + " .. " + end;
+    }
+
+    /** Whether this run's children lie inside the block at {@code path}. */
+    boolean isInside(String path) {
+        return originals.get(0).getKey().startsWith(path + BlockPaths.SEPARATOR);
+    }
+
+    /** Whether a forward ran compiled. */
+    boolean hasRunCompiled() {
+        return ranCompiled;
+    }
+
+    /** Why the last signature runs eagerly, or null. */
+    String refusal() {
+        Outcome outcome = last;
+        return outcome == null ? null : outcome.refusal();
+    }
+
+    @Override
+    protected NDList forwardInternal(
+            ParameterStore parameterStore,
+            NDList inputs,
+            boolean training,
+            PairList<String, Object> params) {
+        return forward(parameterStore, inputs, null, training, params);
+    }
+
+    /** With labels: the children the graph covers ignore them, as their eager forwards do. */
+    @Override
+    protected NDList forwardInternal(
+            ParameterStore parameterStore,
+            NDList data,
+            NDList labels,
+            PairList<String, Object> params) {
+        return forward(parameterStore, data, labels, true, params);
+    }
+
+    private NDList forward(
+            ParameterStore store,
+            NDList inputs,
+            NDList labels,
+            boolean training,
+            PairList<String, Object> params) {
+        if (inputs.size() != 1 || !(store instanceof CastingParameterStore)) {
+            return release.chain(eager, store, inputs, labels, training, params);
+        }
+        CastingParameterStore casting = (CastingParameterStore) store;
+        NDArray input = inputs.head();
+        Precision precision = inputPrecisions().of(0, input);
+        if (precision == null) {
+            return release.chain(eager, store, inputs, labels, training, params);
+        }
+        boolean inputLow = precision.isReduced();
+        Outcome outcome = last;
+        if (outcome == null || !matches(outcome.signature(), input, inputLow, training)) {
+            Signature signature = new Signature(input.getShape(), inputLow, training);
+            outcome = outcomes.get(signature);
+            if (outcome == null) {
+                // the signature's first forward: eager, and what its checks decided is kept
+                NDList outputs = release.chain(eager, store, inputs, labels, training, params);
+                outcomes.put(signature, plan(signature, casting.computePrecision()));
+                return outputs;
+            }
+            last = outcome;
+        }
+        if (outcome.graph() != null && outcome.forward() == null && outcome.refusal() == null) {
+            // the second: a run inside a run that covers it is never called again, so only a
+            // run that is called twice is worth compiling
+            outcome = compile(outcome);
+            outcomes.put(outcome.signature(), outcome);
+            last = outcome;
+        }
+        if (outcome.forward() == null) {
+            return release.chain(eager, store, inputs, labels, training, params);
+        }
+        List<Parameter> parameters = outcome.graph().parameters();
+        NDList values = new NDList(parameters.size());
+        ParameterStore masters = casting.delegate();
+        for (Parameter parameter : parameters) {
+            values.add(masters.getValue(parameter, input.getDevice(), training));
+        }
+        NDArray output = outcome.forward().forward(input, values, training);
+        ranCompiled = true;
+        NDManager step = casting.stepManager();
+        if (output.getManager() != step) {
+            output.attach(step);
+        }
+        return new NDList(output);
+    }
+
+    private static boolean matches(
+            Signature signature, NDArray input, boolean inputLow, boolean training) {
+        return signature.training() == training
+                && signature.inputLow() == inputLow
+                && signature.shape().equals(input.getShape());
+    }
+
+    private InputPrecisions inputPrecisions() {
+        InputPrecisions known = inputPrecision;
+        if (known == null) {
+            known = new InputPrecisions(backend);
+            inputPrecision = known;
+        }
+        return known;
+    }
+
+    /** The graph of a signature as its eager forward ran it, or why there is none. */
+    private Outcome plan(Signature signature, Precision compute) {
+        try {
+            ForwardGraph graph =
+                    ForwardGraphBuilder.of(
+                            originals,
+                            new DecidedGraphPlan(plan, stages, lowLayout),
+                            compute,
+                            signature.inputLow());
+            return new Outcome(signature, null, graph, null);
+        } catch (NotCompilableException e) {
+            return refused(signature, e.getMessage());
+        }
+    }
+
+    private Outcome compile(Outcome planned) {
+        try {
+            CompiledForward forward = backend.compileForward(planned.graph());
+            return new Outcome(planned.signature(), forward, planned.graph(), null);
+        } catch (AmpException | UnsupportedOperationException e) {
+            return refused(planned.signature(), e.getMessage());
+        }
+    }
+
+    private Outcome refused(Signature signature, String refusal) {
+        LOG.warn(
+                "djl-amp: compiled forward: {} runs eagerly at input {}: {}",
+                describe(),
+                signature.shape(),
+                refusal);
+        return new Outcome(signature, null, null, refusal);
+    }
+
+    @Override
+    public boolean isInitialized() {
+        return true;
+    }
+
+    @Override
+    public void initialize(NDManager manager, DataType dataType, Shape... inputShapes) {}
+
+    @Override
+    public Shape[] getOutputShapes(Shape[] inputShapes) {
+        Shape[] shapes = inputShapes;
+        for (Pair<String, Block> child : originals) {
+            shapes = child.getValue().getOutputShapes(shapes);
+        }
+        return shapes;
+    }
+}

@@ -1,0 +1,70 @@
+package io.github.djlamp.amp.cast;
+
+import ai.djl.nn.Block;
+import io.github.djlamp.amp.compile.GraphPlan;
+import io.github.djlamp.amp.policy.BlockPlan;
+import io.github.djlamp.amp.policy.CastCategory;
+import io.github.djlamp.amp.policy.ModelPlan;
+import io.github.djlamp.amp.spi.MemoryLayout;
+import io.github.djlamp.amp.verify.KernelVerdict;
+import java.util.Map;
+
+/**
+ * A compiled graph's plan as the eager shadow tree runs it: the model plan's categories, and for
+ * each 16-bit layer what its stage's last kernel check decided (none checked: 16 bits in the
+ * wrapper's layout).
+ */
+final class DecidedGraphPlan implements GraphPlan {
+
+    private final ModelPlan plan;
+    private final Map<String, PrecisionStage> stages;
+    private final MemoryLayout lowLayout;
+
+    /**
+     * Makes the plan.
+     *
+     * @param stages the shadow tree's stages by path; empty to ask for the plan's categories only
+     */
+    DecidedGraphPlan(ModelPlan plan, Map<String, PrecisionStage> stages, MemoryLayout lowLayout) {
+        this.plan = plan;
+        this.stages = stages;
+        this.lowLayout = lowLayout;
+    }
+
+    @Override
+    public CastCategory categoryOf(String path, Block block) {
+        BlockPlan planned = plan.get(path);
+        if (planned == null || planned.getBlock() != block) {
+            return null;
+        }
+        return switch (planned.getStrategy()) {
+            case STAGE -> planned.getCategory();
+            case CONTAINER -> CastCategory.CONTAINER;
+            default -> null;
+        };
+    }
+
+    @Override
+    public boolean fp32Join(String path) {
+        BlockPlan planned = plan.get(path);
+        return planned != null && planned.hasFp32Join();
+    }
+
+    @Override
+    public boolean runsLow(String path) {
+        KernelVerdict verdict = verdict(path);
+        return verdict == null || verdict.runsLowPrecision();
+    }
+
+    @Override
+    public boolean channelsLast(String path) {
+        KernelVerdict verdict = verdict(path);
+        MemoryLayout layout = verdict == null ? lowLayout : verdict.getLayout();
+        return layout == MemoryLayout.CHANNELS_LAST;
+    }
+
+    private KernelVerdict verdict(String path) {
+        PrecisionStage stage = stages.get(path);
+        return stage == null ? null : stage.lastVerdict();
+    }
+}

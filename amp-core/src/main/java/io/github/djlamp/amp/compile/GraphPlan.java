@@ -1,0 +1,89 @@
+package io.github.djlamp.amp.compile;
+
+import ai.djl.nn.Block;
+import ai.djl.nn.ParallelBlock;
+import ai.djl.nn.SequentialBlock;
+import ai.djl.nn.convolutional.Convolution;
+import ai.djl.nn.core.Linear;
+import io.github.djlamp.amp.policy.CastCategory;
+
+/**
+ * What the wrapper decided for each block of a compiled graph, by the block's path (as {@code
+ * BlockPaths} writes it): the policy's category, and for 16-bit layers what their kernel check
+ * decided, so that the graph computes each operation in the precision and layout its eager stage
+ * does.
+ */
+public interface GraphPlan {
+
+    /**
+     * Returns how the wrapper runs the block at {@code path}.
+     *
+     * @param path the block's path
+     * @param block the block
+     * @return its category ({@link CastCategory#CONTAINER} for a plain container), or null where
+     *     the wrapper runs it neither as one stage nor as a container (under the engine's autocast,
+     *     or its own code read over its children)
+     */
+    CastCategory categoryOf(String path, Block block);
+
+    /**
+     * Returns whether the ParallelBlock at {@code path} joins its branches in fp32.
+     *
+     * @param path the block's path
+     * @return true where the plan casts the branches' outputs to fp32 before the join
+     */
+    boolean fp32Join(String path);
+
+    /**
+     * Returns whether the 16-bit layer at {@code path} runs in 16 bits: false where its kernel
+     * check kept it in fp32.
+     *
+     * @param path the layer's path
+     * @return true where it runs in the compute precision
+     */
+    boolean runsLow(String path);
+
+    /**
+     * Returns whether the 16-bit 2-D convolution at {@code path} takes channels-last operands.
+     *
+     * @param path the layer's path
+     * @return true for channels-last
+     */
+    boolean channelsLast(String path);
+
+    /**
+     * Returns the plan that runs every convolution and linear layer in 16 bits, every other block
+     * on what reaches it, as djl-amp's default rules do with nothing checked.
+     *
+     * @param channelsLast whether 2-D convolutions take channels-last operands
+     * @return the plan
+     */
+    static GraphPlan defaults(boolean channelsLast) {
+        return new GraphPlan() {
+            @Override
+            public CastCategory categoryOf(String path, Block block) {
+                if (block instanceof SequentialBlock || block instanceof ParallelBlock) {
+                    return CastCategory.CONTAINER;
+                }
+                return block instanceof Convolution || block instanceof Linear
+                        ? CastCategory.LOW
+                        : CastCategory.PASS_THROUGH;
+            }
+
+            @Override
+            public boolean fp32Join(String path) {
+                return false;
+            }
+
+            @Override
+            public boolean runsLow(String path) {
+                return true;
+            }
+
+            @Override
+            public boolean channelsLast(String path) {
+                return channelsLast;
+            }
+        };
+    }
+}
