@@ -6,9 +6,10 @@ import ai.djl.ndarray.NDList;
 /**
  * A block tree's forward made into one native call by an engine ({@link
  * AmpBackend#compileForward}). Autograd records through it: the gradients of the output reach the
- * parameters' arrays as the eager forward's would.
+ * parameters' arrays as the eager forward's would. It holds code only, and may be shared by every
+ * run of the same operations; the engine keeps it for the life of the JVM.
  */
-public interface CompiledForward extends AutoCloseable {
+public interface CompiledForward {
 
     /**
      * Runs the forward.
@@ -20,8 +21,4 @@ public interface CompiledForward extends AutoCloseable {
      * @return the output, fp32, attached to the input's manager
      */
     NDArray forward(NDArray input, NDList parameters, boolean training);
-
-    /** Releases the engine's module. */
-    @Override
-    void close();
 }

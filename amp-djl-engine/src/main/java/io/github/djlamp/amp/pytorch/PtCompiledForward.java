@@ -13,6 +13,8 @@ import io.github.djlamp.amp.exception.AmpException;
 import io.github.djlamp.amp.spi.CompiledForward;
 import java.io.ByteArrayInputStream;
 import java.io.IOException;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * A {@link ForwardGraph} loaded as a TorchScript module ({@link ForwardGraphScript}) and run with
@@ -35,9 +37,19 @@ final class PtCompiledForward implements CompiledForward {
         inferenceMarker.setName(METHOD_MARKER + "forward_inference");
     }
 
+    /**
+     * The modules loaded so far, by their source: a module holds code only (the parameters come
+     * with each call), so runs of the same operations share one, on every device, and a new input
+     * shape of a run reuses its module. They live as long as the JVM.
+     */
+    private static final Map<String, PtCompiledForward> LOADED = new ConcurrentHashMap<>();
+
     static PtCompiledForward load(ForwardGraph graph) {
+        return LOADED.computeIfAbsent(ForwardGraphScript.source(graph), PtCompiledForward::loadNew);
+    }
+
+    private static PtCompiledForward loadNew(String source) {
         NDManager manager = NDManager.newBaseManager(Device.cpu(), "PyTorch");
-        String source = ForwardGraphScript.source(graph);
         byte[] archive = TorchScriptArchive.build(ForwardGraphScript.CLASS_NAME, source);
         try {
             PtSymbolBlock module =
@@ -73,11 +85,5 @@ final class PtCompiledForward implements CompiledForward {
                 call.get(i).setName(names[i]);
             }
         }
-    }
-
-    @Override
-    public void close() {
-        module.close();
-        manager.close();
     }
 }

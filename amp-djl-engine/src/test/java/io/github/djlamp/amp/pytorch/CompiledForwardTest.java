@@ -135,9 +135,8 @@ class CompiledForwardTest {
         for (Parameter parameter : graph.parameters()) {
             values.add(parameter.getArray());
         }
-        try (CompiledForward forward =
-                        AmpBackends.forManager(x.getManager()).compileForward(graph);
-                NDManager step = x.getManager().newSubManager();
+        CompiledForward forward = AmpBackends.forManager(x.getManager()).compileForward(graph);
+        try (NDManager step = x.getManager().newSubManager();
                 GradientCollector collector = Engine.getInstance().newGradientCollector()) {
             collector.zeroGradients();
             NDArray out = forward.forward(x, values, true);

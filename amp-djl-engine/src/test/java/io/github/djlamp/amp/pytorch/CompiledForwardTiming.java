@@ -60,25 +60,23 @@ class CompiledForwardTiming {
                                             java.util.stream.Collectors.groupingBy(
                                                     op -> op.getClass().getSimpleName(),
                                                     java.util.stream.Collectors.counting())));
-            try (CompiledForward compiled32 = AmpBackends.forManager(manager).compileForward(fp32);
-                    CompiledForward compiled16 =
-                            AmpBackends.forManager(manager).compileForward(bf16)) {
-                double[][] ms = new double[3][steps];
-                for (int i = -5; i < steps; i++) {
-                    double eager = time(() -> eager(block, x));
-                    double c32 = time(() -> compiled(compiled32, x, values));
-                    double c16 = time(() -> compiled(compiled16, x, values));
-                    if (i >= 0) {
-                        ms[0][i] = eager;
-                        ms[1][i] = c32;
-                        ms[2][i] = c16;
-                    }
+            CompiledForward compiled32 = AmpBackends.forManager(manager).compileForward(fp32);
+            CompiledForward compiled16 = AmpBackends.forManager(manager).compileForward(bf16);
+            double[][] ms = new double[3][steps];
+            for (int i = -5; i < steps; i++) {
+                double eager = time(() -> eager(block, x));
+                double c32 = time(() -> compiled(compiled32, x, values));
+                double c16 = time(() -> compiled(compiled16, x, values));
+                if (i >= 0) {
+                    ms[0][i] = eager;
+                    ms[1][i] = c32;
+                    ms[2][i] = c16;
                 }
-                System.out.printf(
-                        "batch %d, median ms of forward+backward: DJL eager fp32 %.2f,"
-                                + " compiled fp32 %.2f, compiled bf16 %.2f%n",
-                        batch, median(ms[0]), median(ms[1]), median(ms[2]));
             }
+            System.out.printf(
+                    "batch %d, median ms of forward+backward: DJL eager fp32 %.2f,"
+                            + " compiled fp32 %.2f, compiled bf16 %.2f%n",
+                    batch, median(ms[0]), median(ms[1]), median(ms[2]));
         }
     }
 
