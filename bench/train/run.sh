@@ -155,7 +155,8 @@ if $host; then
         java -Dai.djl.offline=true -Dai.djl.pytorch.num_threads="$threads" \
             -Dorg.slf4j.simpleLogger.defaultLogLevel=error \
             -cp "$classpath" io.github.djlamp.bench.train.TrainBench host --network "$network" \
-            --batch 1 --steps "$steps" --variants djl-fp32,djl-amp-fp32,djl-amp-bf16-fused \
+            --batch 1 --steps "$steps" \
+            --variants djl-fp32,djl-amp-fp32,djl-amp-fp32-eager,djl-amp-bf16-fused,djl-amp-bf16-fused-eager \
             --out "$out/host-$network-djl.json"
         if "$python" -c 'import torch' 2>/dev/null; then
             echo "== $network host profile (PyTorch eager)"

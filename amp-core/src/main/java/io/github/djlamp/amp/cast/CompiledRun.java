@@ -223,7 +223,7 @@ final class CompiledRun extends AbstractBlock {
     }
 
     private Outcome refused(Signature signature, String refusal) {
-        LOG.warn(
+        LOG.info(
                 "djl-amp: compiled forward: {} runs eagerly at input {}: {}",
                 describe(),
                 signature.shape(),

@@ -50,6 +50,12 @@ import java.util.concurrent.ConcurrentHashMap;
  */
 public final class MixedPrecisionBlock extends ForwardingBlock {
 
+    /**
+     * The system property that turns the compiled forward off for every wrapper made after it is
+     * set to {@code false} ({@link #compileForward(boolean)} turns it off for one).
+     */
+    public static final String COMPILE_PROPERTY = "djlamp.compileForward";
+
     private final PrecisionPolicy policy;
     private final MemoryLayout lowLayout;
     private final KernelVerification verification;
@@ -143,10 +149,28 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
             ShadowTree.build(plan, release, CheckpointPlan.NONE, null);
         }
         devices = new DevicePolicies(original, plan, verification, release, checkpoints);
+        if (compilesByDefault()) {
+            devices.compileWith(lowLayout);
+        }
         masters = new Fp32Masters(original);
         trainingLink =
                 new TrainingLink(
                         devices::castCache, checkpoints, this::releaseFreedMemoryAfterChecks);
+    }
+
+    /** Whether {@value #COMPILE_PROPERTY} leaves the compiled forward on (its default). */
+    private static boolean compilesByDefault() {
+        String value = System.getProperty(COMPILE_PROPERTY, "true");
+        if (!value.equals("true") && !value.equals("false")) {
+            throw new IllegalArgumentException(
+                    "-D"
+                            + COMPILE_PROPERTY
+                            + "="
+                            + value
+                            + " is neither true nor false: set it to false to run every forward"
+                            + " eagerly, or leave it unset");
+        }
+        return value.equals("true");
     }
 
     /**
@@ -273,15 +297,15 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
     }
 
     /**
-     * Turns the compiled forward on or off (off by default): each longest run of a
-     * SequentialBlock's children that djl-amp can compile (DJL's convolutions, linear layers,
-     * BatchNorm, activations, flatten and pooling lambdas, the plain containers, ResNetV1's
-     * residual join) runs as one native call of the engine, every operation in the precision and
-     * layout its eager stage computes in; the backward stays the engine's autograd. Every other
-     * block runs as before, and the first forward on each device says which and why. The first
-     * forward of each input shape runs eagerly, where the 16-bit kernels are checked and the
-     * arithmetic counted; a layer the check keeps in fp32 runs in fp32 in the compiled run too.
-     * With checkpointing on nothing is compiled.
+     * Turns the compiled forward on (the default, unless {@value #COMPILE_PROPERTY} is false) or
+     * off: each longest run of a SequentialBlock's children that djl-amp can compile (DJL's
+     * convolutions, linear layers, BatchNorm, activations, flatten and pooling lambdas, the plain
+     * containers, ResNetV1's residual join) runs as one native call of the engine, every operation
+     * in the precision and layout its eager stage computes in; the backward stays the engine's
+     * autograd. Every other block runs as before, and the first forward on each device says which
+     * and why. The first forward of each input shape runs eagerly, where the 16-bit kernels are
+     * checked and the arithmetic counted; a layer the check keeps in fp32 runs in fp32 in the
+     * compiled run too. With checkpointing on nothing is compiled.
      *
      * @param on whether to compile
      * @return this block

@@ -35,6 +35,19 @@ final class ForwardGraphScript {
                 "  training : bool",
                 method(graph, "forward", true),
                 method(graph, "forward_inference", false),
+                // DJL's engine calls libtorch's C++ functional linear, not aten::linear: for a
+                // matrix with a bias both are addmm, but a 3-D input is a product and an added
+                // bias there, flattened into addmm here, and the bias gradient sums in another
+                // order (DJL's BERT). An explicit addmm would have the JIT differentiate it
+                // itself, in yet another order.
+                "  def linear_(self: __torch__."
+                        + CLASS_NAME
+                        + ", x: Tensor, w: Tensor, b: Optional[Tensor]) -> Tensor:",
+                "    if b is None:",
+                "      return torch.matmul(x, torch.t(w))",
+                "    if x.dim() == 2:",
+                "      return torch.linear(x, w, b)",
+                "    return torch.add(torch.matmul(x, torch.t(w)), b)",
                 "");
     }
 
@@ -98,7 +111,7 @@ final class ForwardGraphScript {
             if (l.lowPrecision()) {
                 lowValues.add(l.out());
             }
-            return "torch.linear("
+            return "self.linear_("
                     + operand(l.in(), l.lowPrecision(), low, lowValues)
                     + ", "
                     + weight(l.weight(), l.lowPrecision(), low)

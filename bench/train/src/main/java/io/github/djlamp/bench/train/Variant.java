@@ -226,24 +226,28 @@ public enum Variant {
         }
     },
     /**
-     * djl-amp's lean fp32 with the compiled forward (a prototype): the network's forward as one
-     * TorchScript call, bitwise the eager one.
+     * djl-amp's lean fp32 with the compiled forward off: every block's forward an engine call of
+     * its own, what {@link #AMP_FP32} (compiled by default) is compared with.
      */
-    AMP_FP32_COMPILED(
-            "djl-amp-fp32-compiled", "djl-amp float32 policy, compiled forward (prototype)") {
+    AMP_FP32_EAGER("djl-amp-fp32-eager", "djl-amp float32 policy, compiled forward off") {
         @Override
         Block wrap(Block block) {
-            return Amp.wrap(block, "float32").compileForward(true);
+            return Amp.wrap(block, "float32").compileForward(false);
         }
     },
-    /**
-     * djl-amp bf16 with the compiled forward (a prototype): convolutions and linear layers cast to
-     * bf16 inside the one TorchScript call (contiguous layout, no kernel checks).
-     */
-    AMP_BF16_COMPILED("djl-amp-bf16-compiled", "djl-amp bf16, compiled forward (prototype)") {
+    /** {@link #AMP_BF16_FUSED} with the compiled forward off, what the default is compared with. */
+    AMP_BF16_FUSED_EAGER(
+            "djl-amp-bf16-fused-eager",
+            "djl-amp bf16, fused optimizer step, compiled forward off") {
         @Override
         Block wrap(Block block) {
-            return Amp.wrap(block, "mixed_bfloat16", KernelVerification.OFF).compileForward(true);
+            return new MixedPrecisionBlock(block, PrecisionPolicy.named("mixed_bfloat16"))
+                    .compileForward(false);
+        }
+
+        @Override
+        TrainingConfig configure(TrainingConfig config, Block wrapped) {
+            return Amp.configure(config, wrapped, options(FusedOptimizer.ON).build());
         }
     },
     /** djl-amp's lean fp32 (policy float32) with PyTorch's fused optimizer kernels. */
