@@ -1,5 +1,6 @@
 package io.github.djlamp.amp.cast;
 
+import ai.djl.engine.EngineException;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
@@ -173,7 +174,16 @@ final class CompiledRun extends AbstractBlock {
         for (Parameter parameter : parameters) {
             values.add(masters.getValue(parameter, input.getDevice(), training));
         }
-        NDArray output = outcome.forward().forward(input, values, training);
+        NDArray output;
+        try {
+            output = outcome.forward().forward(input, values, training);
+        } catch (EngineException e) {
+            // a device or input the module cannot run: this signature runs eagerly from now on
+            Outcome refused = refused(outcome.signature(), e.getMessage(), true);
+            outcomes.put(refused.signature(), refused);
+            last = refused;
+            return release.chain(eager, store, inputs, labels, training, params);
+        }
         ranCompiled = true;
         NDManager step = casting.stepManager();
         if (output.getManager() != step) {
@@ -209,7 +219,7 @@ final class CompiledRun extends AbstractBlock {
                             signature.inputLow());
             return new Outcome(signature, null, graph, null);
         } catch (NotCompilableException e) {
-            return refused(signature, e.getMessage());
+            return refused(signature, e.getMessage(), false);
         }
     }
 
@@ -217,17 +227,24 @@ final class CompiledRun extends AbstractBlock {
         try {
             CompiledForward forward = backend.compileForward(planned.graph());
             return new Outcome(planned.signature(), forward, planned.graph(), null);
-        } catch (AmpException | UnsupportedOperationException e) {
-            return refused(planned.signature(), e.getMessage());
+        } catch (UnsupportedOperationException e) {
+            return refused(planned.signature(), e.getMessage(), false);
+        } catch (AmpException | EngineException e) {
+            return refused(planned.signature(), e.getMessage(), true);
         }
     }
 
-    private Outcome refused(Signature signature, String refusal) {
-        LOG.info(
-                "djl-amp: compiled forward: {} runs eagerly at input {}: {}",
-                describe(),
-                signature.shape(),
-                refusal);
+    /**
+     * A signature that runs eagerly: said as a WARN where the engine failed, as INFO where it has
+     * no compiled forward at all.
+     */
+    private Outcome refused(Signature signature, String refusal, boolean failed) {
+        String line = "djl-amp: compiled forward: {} runs eagerly at input {}: {}";
+        if (failed) {
+            LOG.warn(line, describe(), signature.shape(), refusal);
+        } else {
+            LOG.info(line, describe(), signature.shape(), refusal);
+        }
         return new Outcome(signature, null, null, refusal);
     }
 

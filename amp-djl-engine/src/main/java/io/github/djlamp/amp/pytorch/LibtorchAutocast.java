@@ -97,7 +97,8 @@ final class LibtorchAutocast {
         }
     }
 
-    private static NativeLibrary library() {
+    /** libtorch_cpu, as DJL's engine loaded it (JNA gets the same handle). */
+    static NativeLibrary library() {
         Engine.getEngine("PyTorch"); // loads libtorch and tells DJL where it is
         Path dir = Path.of(LibUtils.getLibtorchPath());
         Path file = dir.resolve(System.mapLibraryName("torch_cpu"));

@@ -26,15 +26,10 @@ final class PtCompiledForward implements CompiledForward {
 
     private static final String METHOD_MARKER = "module_method:";
 
-    private final NDManager manager;
     private final PtSymbolBlock module;
-    private final NDArray inferenceMarker;
 
-    private PtCompiledForward(NDManager manager, PtSymbolBlock module) {
-        this.manager = manager;
+    private PtCompiledForward(PtSymbolBlock module) {
         this.module = module;
-        this.inferenceMarker = manager.create(0f);
-        inferenceMarker.setName(METHOD_MARKER + "forward_inference");
     }
 
     /**
@@ -55,7 +50,11 @@ final class PtCompiledForward implements CompiledForward {
             PtSymbolBlock module =
                     JniUtils.loadModule(
                             (PtNDManager) manager, new ByteArrayInputStream(archive), true, false);
-            return new PtCompiledForward(manager, module);
+            // kept for the JVM's life, owned by no manager: a manager it would hold open counts
+            // among the process's open ones for the rest of training
+            manager.detachInternal(String.valueOf(module.getHandle()));
+            manager.close();
+            return new PtCompiledForward(module);
         } catch (IOException | RuntimeException e) {
             manager.close();
             throw new AmpException("Could not load the compiled forward:\n" + source, e);
@@ -75,14 +74,22 @@ final class PtCompiledForward implements CompiledForward {
             parameter.setName("p[]");
             call.add(parameter);
         }
-        if (!training) {
-            call.add(inferenceMarker);
+        // DJL picks the method from an array so named; made per call, so that a module kept for
+        // the JVM's life holds no native array
+        NDArray marker = training ? null : input.getManager().create(0f);
+        if (marker != null) {
+            marker.setName(METHOD_MARKER + "forward_inference");
+            call.add(marker);
         }
         try {
-            return IValueUtils.forward(module, call, training).singletonOrThrow();
+            return UnoptimizedGraphs.get()
+                    .run(() -> IValueUtils.forward(module, call, training).singletonOrThrow());
         } finally {
             for (int i = 0; i < names.length; i++) {
                 call.get(i).setName(names[i]);
+            }
+            if (marker != null) {
+                marker.close();
             }
         }
     }
