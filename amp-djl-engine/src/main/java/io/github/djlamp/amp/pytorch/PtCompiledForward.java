@@ -61,8 +61,20 @@ final class PtCompiledForward implements CompiledForward {
         }
     }
 
+    /**
+     * Runs the graph. DJL's call reads the list of parameters from the arrays' names, so the
+     * parameters are renamed for the call and named back after: calls with the same parameters (one
+     * model's forwards on several threads) take turns. Autograd records as the eager calls would:
+     * where the thread's grad mode is on (a {@code GradientCollector}), in training or not.
+     */
     @Override
     public NDArray forward(NDArray input, NDList parameters, boolean training) {
+        synchronized (parameters.isEmpty() ? input : parameters.get(0)) {
+            return call(input, parameters, training);
+        }
+    }
+
+    private NDArray call(NDArray input, NDList parameters, boolean training) {
         NDList call = new NDList(parameters.size() + 2);
         String[] names = new String[parameters.size() + 1];
         names[0] = input.getName();
@@ -82,8 +94,9 @@ final class PtCompiledForward implements CompiledForward {
             call.add(marker);
         }
         try {
+            // "true": run under the thread's grad mode (DJL's false would turn autograd off)
             return UnoptimizedGraphs.get()
-                    .run(() -> IValueUtils.forward(module, call, training).singletonOrThrow());
+                    .run(() -> IValueUtils.forward(module, call, true).singletonOrThrow());
         } finally {
             for (int i = 0; i < names.length; i++) {
                 call.get(i).setName(names[i]);

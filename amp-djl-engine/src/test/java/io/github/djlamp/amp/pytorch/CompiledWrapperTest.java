@@ -13,7 +13,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import ai.djl.basicmodelzoo.basic.Mlp;
 import ai.djl.basicmodelzoo.cv.classification.ResNetV1;
+import ai.djl.engine.Engine;
 import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Activation;
@@ -21,6 +23,8 @@ import ai.djl.nn.Block;
 import ai.djl.nn.Parameter;
 import ai.djl.nn.SequentialBlock;
 import ai.djl.nn.core.Linear;
+import ai.djl.training.GradientCollector;
+import ai.djl.training.ParameterStore;
 import io.github.djlamp.amp.Amp;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
 import io.github.djlamp.amp.verify.KernelVerification;
@@ -191,6 +195,37 @@ class CompiledWrapperTest {
             for (int i = 0; i < eager.size(); i++) {
                 assertArrayEquals(eager.get(i), compiled.get(i), 0f, "array " + i);
             }
+        }
+    }
+
+    @Test
+    void anInferenceForwardInsideAGradientCollectorRecordsAsTheEagerOneDoes() {
+        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+            Block plain = resNet();
+            NDArray x = initialize(plain, manager, new Shape(2, 1, 32, 32));
+            float[] eager = inputGradientInInference(plain, x);
+            Block block = resNet();
+            initialize(block, manager, new Shape(2, 1, 32, 32));
+            MixedPrecisionBlock wrapped = Amp.wrap(block, "float32");
+            inputGradientInInference(wrapped, x);
+            // a saliency map: the input's gradient of an inference forward, compiled
+            float[] compiled = inputGradientInInference(wrapped, x);
+            assertTrue(wrapped.isForwardCompiled(x.getDevice()));
+            assertArrayEquals(eager, compiled, 0f);
+        }
+    }
+
+    private static float[] inputGradientInInference(Block block, NDArray x) {
+        try (NDManager step = x.getManager().newSubManager();
+                GradientCollector collector = Engine.getInstance().newGradientCollector()) {
+            NDArray input = x.duplicate();
+            input.attach(step);
+            input.setRequiresGradient(true);
+            NDArray out =
+                    block.forward(new ParameterStore(step, false), new NDList(input), false)
+                            .singletonOrThrow();
+            collector.backward(out.sum());
+            return input.getGradient().toFloatArray();
         }
     }
 
