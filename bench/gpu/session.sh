@@ -54,8 +54,8 @@ cd "$root" || exit 2
 total=590
 info_limit=60
 tests_limit=150
-engine_tests=HostReadTest,GradScalerKernelsTest,FusedOptimizerStepTest,FreedMemoryTest,KernelVerifierTest,ProductCheckTest,TransformerLayerByLayerTest,BertLayerByLayerTest,EngineAutocastTest,CudaAutocastTest,CudaRecurrentAutocastTest,ReadBlockAroundLstmTest,EngineAutocastTrainingTest
-it_tests=NativeMemoryTest,DeviceResidentScalerTest,FusedOptimizerTrainingTest,FirstStepKeepsNothingTest,CheckpointedRandomBlockTest,D2lResidualIn16BitsTest
+engine_tests=CompiledWrapperTest,CompiledOperationsTest,CompiledTrainerStepsTest,HostReadTest,GradScalerKernelsTest,FusedOptimizerStepTest,FreedMemoryTest,KernelVerifierTest,ProductCheckTest,TransformerLayerByLayerTest,BertLayerByLayerTest,EngineAutocastTest,CudaAutocastTest,CudaRecurrentAutocastTest,ReadBlockAroundLstmTest,EngineAutocastTrainingTest
+it_tests=EngineCallsPerForwardTest,NativeMemoryTest,DeviceResidentScalerTest,FusedOptimizerTrainingTest,FirstStepKeepsNothingTest,CheckpointedRandomBlockTest,D2lResidualIn16BitsTest
 bench_args=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -119,7 +119,7 @@ tests_part integration-tests "$it_tests" $(( tests_end - $(elapsed) ))
 budget=$(( total - $(elapsed) - 15 ))
 part bench $(( budget + 15 )) bash bench/gpu/run-gpu.sh --budget "$budget" --process-timeout 90 \
     --batches 32,128,256 --cap-fit-batches 128,256 \
-    --djl-variants djl-amp-bf16-fused,djl-amp-bf16-fused-ckpt-stages,djl-amp-fp16-fused,djl-amp-bf16-fused-unchecked,djl-fp32 \
+    --djl-variants djl-amp-bf16-fused,djl-amp-bf16-fused-eager,djl-amp-bf16-fused-ckpt-stages,djl-amp-fp16-fused,djl-amp-bf16-fused-unchecked,djl-fp32 \
     --pt-variants pt-bf16-autocast-cl,pt-fp16-autocast-cl,pt-fp32-cl \
     --cap-gib 16 --cap-variants djl-amp-bf16-fused,djl-amp-bf16-fused-ckpt-stages,pt-bf16-autocast-cl \
     --cap-reserve 100 --transformer-reserve 0 "${bench_args[@]}"
