@@ -1,5 +1,6 @@
 package io.github.djlamp.amp.cast;
 
+import ai.djl.Device;
 import ai.djl.engine.EngineException;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
@@ -171,8 +172,9 @@ final class CompiledRun extends AbstractBlock {
         List<Parameter> parameters = outcome.graph().parameters();
         NDList values = new NDList(parameters.size());
         ParameterStore masters = casting.delegate();
+        Device device = input.getDevice();
         for (Parameter parameter : parameters) {
-            values.add(masters.getValue(parameter, input.getDevice(), training));
+            values.add(masters.getValue(parameter, device, training));
         }
         NDArray output;
         try {

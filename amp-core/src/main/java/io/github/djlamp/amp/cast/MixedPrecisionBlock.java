@@ -336,7 +336,7 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
     public String compiledForwardRefusal(Device device) {
         CompiledRuns runs = compiling(device);
         if (runs == null) {
-            return devices.compiles() && devices.resolvedDevices().contains(device)
+            return devices.compiles() && devices.peek(device) != null
                     ? "checkpointing is on"
                     : null;
         }
@@ -356,8 +356,7 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
     }
 
     private CompiledRuns compiling(Device device) {
-        DevicePolicies.Resolved r =
-                devices.resolvedDevices().contains(device) ? devices.peek(device) : null;
+        DevicePolicies.Resolved r = devices.peek(device);
         return r == null ? null : r.compiled();
     }
 

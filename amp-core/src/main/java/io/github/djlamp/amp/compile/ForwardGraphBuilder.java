@@ -66,22 +66,7 @@ public final class ForwardGraphBuilder {
      * @throws NotCompilableException naming the first block that has no compiled form
      */
     public static ForwardGraph of(Block block, Precision lowPrecision) {
-        return of(block, lowPrecision, false);
-    }
-
-    /**
-     * Returns the graph of {@code block}'s whole forward, as {@link #of(Block, Precision)}, with
-     * 2-D convolutions' 16-bit input and weight channels-last where {@code channelsLast} says so.
-     *
-     * @param block the root of the tree
-     * @param lowPrecision the precision of convolutions and linear layers
-     * @param channelsLast whether 16-bit 2-D convolutions run channels-last
-     * @return the graph
-     * @throws NotCompilableException naming the first block that has no compiled form
-     */
-    public static ForwardGraph of(Block block, Precision lowPrecision, boolean channelsLast) {
-        ForwardGraphBuilder builder =
-                new ForwardGraphBuilder(lowPrecision, GraphPlan.defaults(channelsLast));
+        ForwardGraphBuilder builder = new ForwardGraphBuilder(lowPrecision, GraphPlan.defaults());
         builder.add(block, 0, "");
         return builder.graph(false, true);
     }

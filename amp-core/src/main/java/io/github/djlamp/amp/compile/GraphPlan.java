@@ -53,12 +53,12 @@ public interface GraphPlan {
 
     /**
      * Returns the plan that runs every convolution and linear layer in 16 bits, every other block
-     * on what reaches it, as djl-amp's default rules do with nothing checked.
+     * on what reaches it, as djl-amp's default rules do with nothing checked, every operand in the
+     * layout it has.
      *
-     * @param channelsLast whether 2-D convolutions take channels-last operands
      * @return the plan
      */
-    static GraphPlan defaults(boolean channelsLast) {
+    static GraphPlan defaults() {
         return new GraphPlan() {
             @Override
             public CastCategory categoryOf(String path, Block block) {
@@ -82,7 +82,7 @@ public interface GraphPlan {
 
             @Override
             public boolean channelsLast(String path) {
-                return channelsLast;
+                return false;
             }
         };
     }

@@ -28,6 +28,25 @@ final class PtCompiledForward implements CompiledForward {
 
     private final PtSymbolBlock module;
 
+    /**
+     * The array whose name tells DJL's call to run the inference method. DJL reads only its name,
+     * so one CPU array serves every call on every device: made on an input's device each call, it
+     * cost a copy from the host, which on a GPU waits for the queued kernels. Owned by no manager,
+     * it lives as long as the JVM, made at the first inference call.
+     */
+    private static final class InferenceMarker {
+        static final NDArray ARRAY = make();
+
+        private static NDArray make() {
+            NDManager manager = NDManager.newBaseManager(Device.cpu(), "PyTorch");
+            NDArray marker = manager.create(0f);
+            marker.setName(METHOD_MARKER + "forward_inference");
+            manager.detachInternal(marker.getUid());
+            manager.close();
+            return marker;
+        }
+    }
+
     private PtCompiledForward(PtSymbolBlock module) {
         this.module = module;
     }
@@ -86,12 +105,8 @@ final class PtCompiledForward implements CompiledForward {
             parameter.setName("p[]");
             call.add(parameter);
         }
-        // DJL picks the method from an array so named; made per call, so that a module kept for
-        // the JVM's life holds no native array
-        NDArray marker = training ? null : input.getManager().create(0f);
-        if (marker != null) {
-            marker.setName(METHOD_MARKER + "forward_inference");
-            call.add(marker);
+        if (!training) {
+            call.add(InferenceMarker.ARRAY);
         }
         try {
             // "true": run under the thread's grad mode (DJL's false would turn autograd off)
@@ -100,9 +115,6 @@ final class PtCompiledForward implements CompiledForward {
         } finally {
             for (int i = 0; i < names.length; i++) {
                 call.get(i).setName(names[i]);
-            }
-            if (marker != null) {
-                marker.close();
             }
         }
     }
