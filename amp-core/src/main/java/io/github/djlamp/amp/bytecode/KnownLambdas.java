@@ -287,29 +287,44 @@ public final class KnownLambdas {
     /**
      * Where the sites that may have made {@code function} are several DJL functions (the method
      * references one factory class hands to {@code LambdaBlock.singleton}), the block's name, which
-     * that factory sets, tells them apart, as {@link #isKnown} does.
+     * that factory sets, tells them apart, as {@link #isKnown} does; where it does not, or a site
+     * of the user's own is among them, the probe tells which site made it where it can.
      */
     private static String label(Object function, Use destination, String blockName) {
         List<LambdaSites.Site> candidates = LambdaSites.candidates(function, destination);
         if (candidates == null) {
             return null;
         }
-        Set<Known> known = knownOf(candidates, LambdaSites.capturingClass(function.getClass()));
-        if (known == null || known.isEmpty() || known.contains(SAFE_BODY)) {
+        Class<?> capturing = LambdaSites.capturingClass(function.getClass());
+        Known only = single(knownOf(candidates, capturing), blockName);
+        if (only == null && candidates.size() > 1) {
+            // several sites of one class (Activation::relu and Activation::gelu): the probe may
+            // tell which one made it
+            List<LambdaSites.Site> made = LambdaProbe.narrow(function, destination, candidates);
+            only =
+                    made.size() < candidates.size()
+                            ? single(knownOf(made, capturing), blockName)
+                            : null;
+        }
+        if (only == null) {
             return null;
         }
-        if (known.size() > 1) {
-            known.removeIf(k -> !k.label().equals(blockName));
-            if (known.size() != 1) {
-                return null;
-            }
-        }
-        Known only = known.iterator().next();
         if (only.wrapper()) {
             Object wrapped = wrappedFunction(function);
             return wrapped == null ? null : label(wrapped, Use.SINGLETON, blockName);
         }
         return only.label();
+    }
+
+    /** The one DJL function of {@code known}, the block's name choosing among several, or null. */
+    private static Known single(Set<Known> known, String blockName) {
+        if (known == null || known.isEmpty() || known.contains(SAFE_BODY)) {
+            return null;
+        }
+        if (known.size() > 1) {
+            known.removeIf(k -> !k.label().equals(blockName));
+        }
+        return known.size() == 1 ? known.iterator().next() : null;
     }
 
     /**

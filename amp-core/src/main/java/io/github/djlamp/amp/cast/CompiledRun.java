@@ -16,14 +16,13 @@ import ai.djl.util.PairList;
 import io.github.djlamp.amp.cast.strategy.InputPrecisions;
 import io.github.djlamp.amp.compile.ForwardGraph;
 import io.github.djlamp.amp.compile.ForwardGraphBuilder;
+import io.github.djlamp.amp.compile.GraphPlan;
 import io.github.djlamp.amp.compile.NotCompilableException;
 import io.github.djlamp.amp.exception.AmpException;
 import io.github.djlamp.amp.policy.BlockPaths;
-import io.github.djlamp.amp.policy.ModelPlan;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.CompiledForward;
-import io.github.djlamp.amp.spi.MemoryLayout;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
@@ -55,9 +54,7 @@ final class CompiledRun extends AbstractBlock {
 
     private final List<Block> eager;
     private final List<Pair<String, Block>> originals;
-    private final ModelPlan plan;
-    private final Map<String, PrecisionStage> stages;
-    private final MemoryLayout lowLayout;
+    private final GraphPlan plan;
     private final IntermediateRelease release;
     private final AmpBackend backend;
     private final Map<Signature, Outcome> outcomes = new ConcurrentHashMap<>();
@@ -70,21 +67,18 @@ final class CompiledRun extends AbstractBlock {
      *
      * @param eager the children's shadows, run for each new signature and where compiling fails
      * @param originals the children, each with its path, as the graph is made from them
-     * @param stages the shadow tree's stages by path, whose verdicts the graph follows
+     * @param plan what the wrapper and the checks of the eager forwards decided, which the graph
+     *     follows
      */
     CompiledRun(
             List<Block> eager,
             List<Pair<String, Block>> originals,
-            ModelPlan plan,
-            Map<String, PrecisionStage> stages,
-            MemoryLayout lowLayout,
+            GraphPlan plan,
             IntermediateRelease release,
             AmpBackend backend) {
         this.eager = List.copyOf(eager);
         this.originals = List.copyOf(originals);
         this.plan = plan;
-        this.stages = stages;
-        this.lowLayout = lowLayout;
         this.release = release;
         this.backend = backend;
     }
@@ -214,11 +208,7 @@ final class CompiledRun extends AbstractBlock {
     private Outcome plan(Signature signature, Precision compute) {
         try {
             ForwardGraph graph =
-                    ForwardGraphBuilder.of(
-                            originals,
-                            new DecidedGraphPlan(plan, stages, lowLayout),
-                            compute,
-                            signature.inputLow());
+                    ForwardGraphBuilder.of(originals, plan, compute, signature.inputLow());
             return new Outcome(signature, null, graph, null);
         } catch (NotCompilableException e) {
             return refused(signature, e.getMessage(), false);

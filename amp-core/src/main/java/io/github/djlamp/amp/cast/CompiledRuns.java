@@ -3,7 +3,9 @@ package io.github.djlamp.amp.cast;
 import ai.djl.Device;
 import ai.djl.nn.Block;
 import ai.djl.util.Pair;
+import io.github.djlamp.amp.cast.strategy.AttentionShadow;
 import io.github.djlamp.amp.compile.ForwardGraphBuilder;
+import io.github.djlamp.amp.compile.GraphPlan;
 import io.github.djlamp.amp.compile.NotCompilableException;
 import io.github.djlamp.amp.policy.BlockPaths;
 import io.github.djlamp.amp.policy.ModelPlan;
@@ -11,11 +13,10 @@ import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.MemoryLayout;
 import java.util.ArrayList;
-import java.util.Collections;
-import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.stream.Collectors;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -35,11 +36,11 @@ final class CompiledRuns {
     /** The most blocks the report names. */
     private static final int NAMED_REASONS = 8;
 
-    private final ModelPlan plan;
-    private final MemoryLayout lowLayout;
     private final IntermediateRelease release;
     private final AmpBackend backend;
-    private final Map<String, PrecisionStage> stages = new HashMap<>();
+    private final Map<String, PrecisionStage> stages = new ConcurrentHashMap<>();
+    private final Map<String, AttentionShadow> attentions = new ConcurrentHashMap<>();
+    private final GraphPlan decided;
     private final Map<String, String> eager = new LinkedHashMap<>();
     private final List<CompiledRun> runs = new ArrayList<>();
     private volatile CompiledRun wholeTree;
@@ -49,10 +50,14 @@ final class CompiledRuns {
             MemoryLayout lowLayout,
             IntermediateRelease release,
             AmpBackend backend) {
-        this.plan = plan;
-        this.lowLayout = lowLayout;
         this.release = release;
         this.backend = backend;
+        this.decided = new DecidedGraphPlan(plan, stages, attentions, lowLayout);
+    }
+
+    /** Notes an attention block, whose product checks a run made of it follows. */
+    void attention(String path, AttentionShadow attention) {
+        attentions.put(path, attention);
     }
 
     /** Notes a stage of the tree, whose kernel verdicts a run made of it follows. */
@@ -87,9 +92,7 @@ final class CompiledRuns {
                         new CompiledRun(
                                 shadows.subList(from, i),
                                 children.subList(from, i),
-                                plan,
-                                Collections.unmodifiableMap(stages),
-                                lowLayout,
+                                decided,
                                 release,
                                 backend);
                 List<Pair<String, Block>> covered = children.subList(from, i);
@@ -115,11 +118,7 @@ final class CompiledRuns {
     /** The operations a child compiles to, or -1 (its reason noted) where it cannot be. */
     private int operationsOf(Pair<String, Block> child) {
         try {
-            return ForwardGraphBuilder.of(
-                            List.of(child),
-                            new DecidedGraphPlan(plan, Map.of(), lowLayout),
-                            Precision.FP32,
-                            false)
+            return ForwardGraphBuilder.of(List.of(child), decided, Precision.FP32, false)
                     .operations()
                     .size();
         } catch (NotCompilableException e) {

@@ -1,6 +1,7 @@
 package io.github.djlamp.amp.cast;
 
 import ai.djl.nn.Block;
+import io.github.djlamp.amp.cast.strategy.AttentionShadow;
 import io.github.djlamp.amp.compile.GraphPlan;
 import io.github.djlamp.amp.policy.BlockPlan;
 import io.github.djlamp.amp.policy.CastCategory;
@@ -10,24 +11,31 @@ import io.github.djlamp.amp.verify.KernelVerdict;
 import java.util.Map;
 
 /**
- * A compiled graph's plan as the eager shadow tree runs it: the model plan's categories, and for
- * each 16-bit layer what its stage's last kernel check decided (none checked: 16 bits in the
- * wrapper's layout).
+ * A compiled graph's plan as the eager shadow tree runs it: the model plan's categories, for each
+ * 16-bit layer what its stage's last kernel check decided (none checked: 16 bits in the wrapper's
+ * layout), and for each attention whether its last forward ran its products in 16 bits.
  */
 final class DecidedGraphPlan implements GraphPlan {
 
     private final ModelPlan plan;
     private final Map<String, PrecisionStage> stages;
+    private final Map<String, AttentionShadow> attentions;
     private final MemoryLayout lowLayout;
 
     /**
      * Makes the plan.
      *
-     * @param stages the shadow tree's stages by path; empty to ask for the plan's categories only
+     * @param stages the shadow tree's stages by path, filled as the tree is built
+     * @param attentions the shadow tree's attention blocks by path, filled likewise
      */
-    DecidedGraphPlan(ModelPlan plan, Map<String, PrecisionStage> stages, MemoryLayout lowLayout) {
+    DecidedGraphPlan(
+            ModelPlan plan,
+            Map<String, PrecisionStage> stages,
+            Map<String, AttentionShadow> attentions,
+            MemoryLayout lowLayout) {
         this.plan = plan;
         this.stages = stages;
+        this.attentions = attentions;
         this.lowLayout = lowLayout;
     }
 
@@ -39,7 +47,7 @@ final class DecidedGraphPlan implements GraphPlan {
         }
         return switch (planned.getStrategy()) {
             case STAGE -> planned.getCategory();
-            case CONTAINER -> CastCategory.CONTAINER;
+            case CONTAINER, COMPOSITE -> CastCategory.CONTAINER;
             default -> null;
         };
     }
@@ -61,6 +69,18 @@ final class DecidedGraphPlan implements GraphPlan {
         KernelVerdict verdict = verdict(path);
         MemoryLayout layout = verdict == null ? lowLayout : verdict.getLayout();
         return layout == MemoryLayout.CHANNELS_LAST;
+    }
+
+    @Override
+    public boolean lowProducts(String path) {
+        BlockPlan planned = plan.get(path);
+        return planned != null && planned.hasLowProducts();
+    }
+
+    @Override
+    public boolean productRunsLow(String path, AttentionProduct product) {
+        AttentionShadow attention = attentions.get(path);
+        return attention == null || attention.ranLow(product);
     }
 
     private KernelVerdict verdict(String path) {

@@ -248,9 +248,17 @@ final class ShadowTree {
             return new ReadBlockShadow(block, byChild, path);
         }
         if (block instanceof ScaledDotProductAttentionBlock) {
-            ScaledDotProductAttentionBlock attention = (ScaledDotProductAttentionBlock) block;
-            return new AttentionShadow(
-                    attention, byName(named), planned.hasLowProducts(), path, release);
+            AttentionShadow attention =
+                    new AttentionShadow(
+                            (ScaledDotProductAttentionBlock) block,
+                            byName(named),
+                            planned.hasLowProducts(),
+                            path,
+                            release);
+            if (builder.compiling != null) {
+                builder.compiling.attention(path, attention);
+            }
+            return attention;
         }
         if (block instanceof BertBlock) {
             return new BertShadow((BertBlock) block, byName(named), path, release);

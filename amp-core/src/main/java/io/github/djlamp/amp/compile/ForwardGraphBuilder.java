@@ -15,6 +15,8 @@ import ai.djl.nn.core.Linear;
 import ai.djl.nn.norm.BatchNorm;
 import ai.djl.nn.norm.Dropout;
 import ai.djl.nn.norm.LayerNorm;
+import ai.djl.nn.transformer.ScaledDotProductAttentionBlock;
+import ai.djl.nn.transformer.TransformerEncoderBlock;
 import ai.djl.util.Pair;
 import io.github.djlamp.amp.bytecode.CapturedValues;
 import io.github.djlamp.amp.internal.DjlSeam;
@@ -26,16 +28,17 @@ import java.lang.reflect.Method;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.function.IntFunction;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
 /**
  * Writes the {@link ForwardGraph} of blocks whose forward djl-amp can reproduce call for call:
- * SequentialBlock, Conv1d/2d/3d, BatchNorm over axis 1, Linear, the lambdas of DJL's activations,
- * flatten, identity and global average pooling, and ResNetV1's residual ParallelBlock, each in the
- * precision a {@link GraphPlan} gives it. Any other block, or a block the plan runs another way, is
- * refused with a {@link NotCompilableException} naming the block and why; the caller then runs it
- * eagerly.
+ * SequentialBlock, Conv1d/2d/3d, BatchNorm, Linear, the lambdas of DJL's activations, flatten,
+ * identity and global average pooling, ResNetV1's residual ParallelBlock, and DJL's self-attention
+ * and transformer encoder ({@link TransformerGraph}), each in the precision a {@link GraphPlan}
+ * gives it. Any other block, or a block the plan runs another way, is refused with a {@link
+ * NotCompilableException} naming the block and why; the caller then runs it eagerly.
  */
 public final class ForwardGraphBuilder {
 
@@ -105,14 +108,23 @@ public final class ForwardGraphBuilder {
                 fp32Output);
     }
 
-    private int add(Block block, int in, String path) {
+    /**
+     * Adds the operations of {@code block} on value {@code in}.
+     *
+     * @return the value of its output
+     * @throws NotCompilableException where it, or a block inside it, has no compiled form
+     */
+    int add(Block block, int in, String path) {
         Class<?> type = block.getClass();
         CastCategory category = plan.categoryOf(path, block);
         if (category == null) {
             throw new NotCompilableException(
                     path, "djl-amp runs it under the engine's autocast or over its children");
         }
-        boolean container = isPlainSequential(type) || type == ParallelBlock.class;
+        boolean container =
+                isPlainSequential(type)
+                        || type == ParallelBlock.class
+                        || TransformerGraph.isComposite(type);
         if (container != (category == CastCategory.CONTAINER)) {
             throw new NotCompilableException(
                     path,
@@ -127,6 +139,13 @@ public final class ForwardGraphBuilder {
         }
         if (type == ParallelBlock.class) {
             return join((ParallelBlock) block, in, path);
+        }
+        if (type == ScaledDotProductAttentionBlock.class) {
+            return TransformerGraph.attention(
+                    this, (ScaledDotProductAttentionBlock) block, in, path);
+        }
+        if (type == TransformerEncoderBlock.class) {
+            return TransformerGraph.encoder(this, (TransformerEncoderBlock) block, in, path);
         }
         if (type == Conv1d.class
                 || type == Conv2d.class
@@ -163,6 +182,28 @@ public final class ForwardGraphBuilder {
             return out;
         }
         return lambda((LambdaBlock) block, input, path);
+    }
+
+    /**
+     * Adds one operation that writes a new value.
+     *
+     * @param operation the operation, given the number of the value it writes
+     * @return that value
+     */
+    int emit(IntFunction<ForwardOp> operation) {
+        int out = values++;
+        operations.add(operation.apply(out));
+        return out;
+    }
+
+    /** The plan the graph follows. */
+    GraphPlan plan() {
+        return plan;
+    }
+
+    /** The precision of the graph's 16-bit operations, FP32 where it has none. */
+    Precision lowPrecision() {
+        return lowPrecision;
     }
 
     private int join(ParallelBlock block, int in, String path) {
@@ -254,10 +295,6 @@ public final class ForwardGraphBuilder {
     private int batchNorm(BatchNorm block, int in, String path) {
         float[] settings = DjlSeam.batchNormSettings(block);
         int axis = (int) settings[0];
-        if (axis != 1 && axis != -1) {
-            // DJL swaps the axis to 1 around the kernel; not reproduced yet
-            throw new NotCompilableException(path, "BatchNorm over axis " + axis);
-        }
         int out = values++;
         operations.add(
                 new ForwardOp.BatchNorm(
@@ -267,6 +304,8 @@ public final class ForwardGraphBuilder {
                         parameter(block, "beta", path),
                         parameter(block, "runningMean", path),
                         parameter(block, "runningVar", path),
+                        // DJL's engine reads -1 as PyTorch's axis 1, and swaps any other to 1
+                        axis == -1 ? 1 : axis,
                         // DJL's engine passes 1 - momentum, computed in float
                         (double) (1f - settings[2]),
                         (double) settings[1]));

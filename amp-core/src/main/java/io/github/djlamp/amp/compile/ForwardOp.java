@@ -38,8 +38,9 @@ public sealed interface ForwardOp {
             implements ForwardOp {}
 
     /**
-     * DJL's {@code BatchNorm} over axis 1, its running statistics updated in place in training;
-     * {@code pytorchMomentum} is the share of the new batch, as DJL's engine passes it ({@code 1 -
+     * DJL's {@code BatchNorm} over {@code axis} (swapped with axis 1 around PyTorch's kernel, as
+     * DJL's engine does), its running statistics updated in place in training; {@code
+     * pytorchMomentum} is the share of the new batch, as DJL's engine passes it ({@code 1 -
      * momentum} computed in float).
      */
     record BatchNorm(
@@ -49,6 +50,7 @@ public sealed interface ForwardOp {
             int beta,
             int runningMean,
             int runningVar,
+            int axis,
             double pytorchMomentum,
             double epsilon)
             implements ForwardOp {}
@@ -92,4 +94,37 @@ public sealed interface ForwardOp {
 
     /** The cast to fp32 an FP32 stage makes of its input (none where it is fp32 already). */
     record ToFp32(int out, int in) implements ForwardOp {}
+
+    /**
+     * DJL's attention heads: (B, S, E) reshaped to (B, S, N, H) and permuted to (B, N, S, H), a
+     * view of its input.
+     */
+    record SplitHeads(int out, int in, long heads, long headSize) implements ForwardOp {}
+
+    /** The heads joined again: (B, N, T, H) permuted to (B, T, N, H) and reshaped to (B, T, E). */
+    record MergeHeads(int out, int in, long embedding) implements ForwardOp {}
+
+    /** DJL's {@code transpose(axes)}: a permuted view. */
+    record Permute(int out, int in, long[] axes) implements ForwardOp {}
+
+    /** DJL's {@code matMul}, in the precision both operands have. */
+    record MatMul(int out, int a, int b) implements ForwardOp {}
+
+    /**
+     * A product with a constant, as DJL's attention makes it: by a 0-dimensional fp32 array on the
+     * input's device, so that a 16-bit input stays 16-bit.
+     */
+    record Scale(int out, int in, float factor) implements ForwardOp {}
+
+    /** DJL's {@code softmax(axis)} of an fp32 array. */
+    record Softmax(int out, int in, int axis) implements ForwardOp {}
+
+    /**
+     * DJL's {@code add}: 16-bit where both operands are, fp32 where either is (PyTorch's type
+     * promotion).
+     */
+    record Add(int out, int a, int b) implements ForwardOp {}
+
+    /** The cast to the compute precision an operation's operand gets (none where it has it). */
+    record ToLow(int out, int in) implements ForwardOp {}
 }

@@ -5,6 +5,8 @@ import ai.djl.nn.ParallelBlock;
 import ai.djl.nn.SequentialBlock;
 import ai.djl.nn.convolutional.Convolution;
 import ai.djl.nn.core.Linear;
+import ai.djl.nn.transformer.ScaledDotProductAttentionBlock;
+import ai.djl.nn.transformer.TransformerEncoderBlock;
 import io.github.djlamp.amp.policy.CastCategory;
 
 /**
@@ -14,6 +16,14 @@ import io.github.djlamp.amp.policy.CastCategory;
  * does.
  */
 public interface GraphPlan {
+
+    /** One of the two products of DJL's attention. */
+    enum AttentionProduct {
+        /** The queries times the transposed keys. */
+        SCORES,
+        /** The attention weights times the values. */
+        WEIGHTED_VALUES
+    }
 
     /**
      * Returns how the wrapper runs the block at {@code path}.
@@ -52,9 +62,28 @@ public interface GraphPlan {
     boolean channelsLast(String path);
 
     /**
-     * Returns the plan that runs every convolution and linear layer in 16 bits, every other block
-     * on what reaches it, as djl-amp's default rules do with nothing checked, every operand in the
-     * layout it has.
+     * Returns whether DJL's attention at {@code path} casts the operands of its two products to the
+     * compute precision (else to fp32).
+     *
+     * @param path the attention block's path
+     * @return true where its products are planned in 16 bits
+     */
+    boolean lowProducts(String path);
+
+    /**
+     * Returns whether a product that the attention at {@code path} plans in 16 bits runs in them:
+     * false where its kernel check found it wrong and it runs in fp32.
+     *
+     * @param path the attention block's path
+     * @param product which product
+     * @return true where it runs in the compute precision
+     */
+    boolean productRunsLow(String path, AttentionProduct product);
+
+    /**
+     * Returns the plan that runs every convolution and linear layer in 16 bits, attention's
+     * products too, every other block on what reaches it, as djl-amp's default rules do with
+     * nothing checked, every operand in the layout it has.
      *
      * @return the plan
      */
@@ -62,7 +91,10 @@ public interface GraphPlan {
         return new GraphPlan() {
             @Override
             public CastCategory categoryOf(String path, Block block) {
-                if (block instanceof SequentialBlock || block instanceof ParallelBlock) {
+                if (block instanceof SequentialBlock
+                        || block instanceof ParallelBlock
+                        || block instanceof ScaledDotProductAttentionBlock
+                        || block instanceof TransformerEncoderBlock) {
                     return CastCategory.CONTAINER;
                 }
                 return block instanceof Convolution || block instanceof Linear
@@ -83,6 +115,16 @@ public interface GraphPlan {
             @Override
             public boolean channelsLast(String path) {
                 return false;
+            }
+
+            @Override
+            public boolean lowProducts(String path) {
+                return true;
+            }
+
+            @Override
+            public boolean productRunsLow(String path, AttentionProduct product) {
+                return true;
             }
         };
     }

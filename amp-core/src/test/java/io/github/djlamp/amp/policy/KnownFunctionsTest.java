@@ -43,6 +43,24 @@ class KnownFunctionsTest {
         assertNull(label(new LambdaBlock(list -> new NDList(list.head().mul(2)))));
     }
 
+    /**
+     * DJL's transformer blocks take an activation as a method reference: two written in one class
+     * are told apart by the probe (both once stayed unlabelled, so neither compiled).
+     */
+    @Test
+    void twoMethodReferencesOfOneClassAreToldApart() {
+        SequentialBlock net = TwoActivations.network();
+        assertEquals("GELU", label(net.getChildren().get(0).getValue()));
+        assertEquals("sigmoid", label(net.getChildren().get(1).getValue()));
+    }
+
+    /** A class of its own: this test class's lambdas with boxed arguments would stop the probe. */
+    private static final class TwoActivations {
+        static SequentialBlock network() {
+            return new SequentialBlock().add(Activation::gelu).add(Activation::sigmoid);
+        }
+    }
+
     @Test
     void onlyResNetsJoinIsAddAndRelu() {
         Block unit = ResNetV1.residualUnit(8, new Shape(1, 1), true, false, 0.9f);

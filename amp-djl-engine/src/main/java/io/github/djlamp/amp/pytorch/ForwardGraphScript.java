@@ -122,8 +122,11 @@ final class ForwardGraphScript {
         if (op instanceof ForwardOp.BatchNorm b) {
             // fp32 statistics and affine on a 16-bit input, as the eager 16-bit path runs it
             inherit(b.out(), b.in(), lowValues);
-            return "torch.batch_norm("
-                    + value(b.in())
+            boolean swapped = b.axis() != 1;
+            String swap = ", 1, " + b.axis() + ")";
+            return (swapped ? "torch.transpose(" : "")
+                    + "torch.batch_norm("
+                    + (swapped ? "torch.transpose(" + value(b.in()) + swap : value(b.in()))
                     + ", "
                     + param(b.gamma())
                     + ", "
@@ -138,7 +141,8 @@ final class ForwardGraphScript {
                     + number(b.pytorchMomentum())
                     + ", "
                     + number(b.epsilon())
-                    + ", True)";
+                    + ", True)"
+                    + (swapped ? swap : "");
         }
         if (op instanceof ForwardOp.LayerNorm n) {
             // an FP32 stage's cast of its input is a ToFp32 before it
@@ -230,7 +234,92 @@ final class ForwardGraphScript {
                     + operand(a.b(), bothLow, low, lowValues)
                     + "))";
         }
+        String transformer = transformerExpression(op, low, lowValues);
+        if (transformer != null) {
+            return transformer;
+        }
         throw new IllegalArgumentException("Unknown operation " + op);
+    }
+
+    /** The operations of DJL's attention and transformer encoder, or null for another. */
+    private static String transformerExpression(
+            ForwardOp op, Precision low, Set<Integer> lowValues) {
+        if (op instanceof ForwardOp.SplitHeads h) {
+            inherit(h.out(), h.in(), lowValues);
+            String in = value(h.in());
+            return "torch.permute(torch.reshape("
+                    + in
+                    + ", ["
+                    + in
+                    + ".size(0), "
+                    + in
+                    + ".size(1), "
+                    + h.heads()
+                    + ", "
+                    + h.headSize()
+                    + "]), [0, 2, 1, 3])";
+        }
+        if (op instanceof ForwardOp.MergeHeads m) {
+            inherit(m.out(), m.in(), lowValues);
+            String in = value(m.in());
+            return "torch.reshape(torch.permute("
+                    + in
+                    + ", [0, 2, 1, 3]), ["
+                    + in
+                    + ".size(0), "
+                    + in
+                    + ".size(2), "
+                    + m.embedding()
+                    + "])";
+        }
+        if (op instanceof ForwardOp.Permute p) {
+            inherit(p.out(), p.in(), lowValues);
+            return "torch.permute(" + value(p.in()) + ", " + list(p.axes()) + ")";
+        }
+        if (op instanceof ForwardOp.MatMul m) {
+            both(m.out(), m.a(), m.b(), lowValues);
+            return "torch.matmul(" + value(m.a()) + ", " + value(m.b()) + ")";
+        }
+        if (op instanceof ForwardOp.Add a) {
+            both(a.out(), a.a(), a.b(), lowValues);
+            return "torch.add(" + value(a.a()) + ", " + value(a.b()) + ")";
+        }
+        if (op instanceof ForwardOp.Scale c) {
+            // a 0-dimensional fp32 array beside the input, as DJL's attention multiplies by
+            inherit(c.out(), c.in(), lowValues);
+            String in = value(c.in());
+            return "torch.mul("
+                    + in
+                    + ", torch.full(annotate(List[int], []), "
+                    + number(c.factor())
+                    + ", dtype="
+                    + AmpKernelScript.FLOAT
+                    + ", layout=None, device="
+                    + in
+                    + ".device, pin_memory=None))";
+        }
+        if (op instanceof ForwardOp.Softmax f) {
+            return "torch.softmax("
+                    + value(f.in())
+                    + ", "
+                    + f.axis()
+                    + ", "
+                    + AmpKernelScript.FLOAT
+                    + ")";
+        }
+        if (op instanceof ForwardOp.ToLow t) {
+            boolean isLow = lowValues.contains(t.in());
+            lowValues.add(t.out());
+            return isLow ? value(t.in()) : cast(value(t.in()), low);
+        }
+        return null;
+    }
+
+    /** An operation whose result is 16-bit where both operands are (PyTorch's promotion). */
+    private static void both(int out, int a, int b, Set<Integer> lowValues) {
+        if (lowValues.contains(a) && lowValues.contains(b)) {
+            lowValues.add(out);
+        }
     }
 
     private static void inherit(int out, int in, Set<Integer> lowValues) {

@@ -5,6 +5,7 @@ import static io.github.djlamp.amp.pytorch.CompiledSteps.initialize;
 import static io.github.djlamp.amp.pytorch.CompiledSteps.step;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import ai.djl.ndarray.NDArray;
@@ -20,9 +21,15 @@ import ai.djl.nn.norm.BatchNorm;
 import ai.djl.nn.norm.Dropout;
 import ai.djl.nn.norm.LayerNorm;
 import ai.djl.nn.pooling.Pool;
+import ai.djl.nn.transformer.ScaledDotProductAttentionBlock;
+import ai.djl.nn.transformer.TransformerEncoderBlock;
 import io.github.djlamp.amp.Amp;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
+import io.github.djlamp.amp.policy.Precision;
+import io.github.djlamp.amp.spi.AmpBackends;
 import io.github.djlamp.amp.verify.KernelVerification;
+import io.github.djlamp.amp.verify.WrongProductVerdicts;
+import java.util.Arrays;
 import java.util.List;
 import java.util.function.Supplier;
 import org.junit.jupiter.api.Test;
@@ -30,13 +37,14 @@ import org.junit.jupiter.api.Test;
 /**
  * The operations the compiled forward reproduces beyond convolutions, BatchNorm and linear layers:
  * max and average pooling with the settings DJL's factories captured, LayerNorm, Dropout (the same
- * random draws as DJL's) and GELU. Each network runs as one native call, bitwise DJL's eager fp32
- * and djl-amp's eager bf16.
+ * random draws as DJL's), GELU, and DJL's attention and transformer encoder. Each network runs as
+ * one native call, bitwise DJL's eager fp32 and djl-amp's eager bf16.
  */
 class CompiledOperationsTest {
 
     private static final Shape IMAGES = new Shape(2, 3, 12, 12);
     private static final Shape FEATURES = new Shape(4, 10);
+    private static final Shape SEQUENCES = new Shape(2, 5, 10);
 
     @Test
     void poolingWithItsCapturedSettingsIsBitwiseDjl() {
@@ -56,6 +64,93 @@ class CompiledOperationsTest {
     @Test
     void layerNormDropoutAndGeluInBf16AreTheEagerBf16Wrapper() {
         assertBf16AsEager(CompiledOperationsTest::feedForward, FEATURES);
+    }
+
+    @Test
+    void transformerEncodersAreBitwiseDjl() {
+        assertFp32Bitwise(CompiledOperationsTest::encoders, SEQUENCES);
+    }
+
+    @Test
+    void transformerEncodersInBf16AreTheEagerBf16Wrapper() {
+        assertBf16AsEager(CompiledOperationsTest::encoders, SEQUENCES);
+    }
+
+    @Test
+    void attentionAloneIsBitwiseDjl() {
+        assertFp32Bitwise(CompiledOperationsTest::attention, SEQUENCES);
+    }
+
+    @Test
+    void attentionAloneInBf16IsTheEagerBf16Wrapper() {
+        assertBf16AsEager(CompiledOperationsTest::attention, SEQUENCES);
+    }
+
+    /**
+     * Where the kernel check of an attention product found it wrong (planted here, as on a platform
+     * whose batched bf16 product is broken at that signature), the compiled graph computes it in
+     * fp32 as the eager forward does.
+     */
+    @Test
+    void anAttentionProductFoundWrongRunsInFp32Compiled() {
+        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+            Block eagerBlock = attention();
+            NDArray x = initialize(eagerBlock, manager, SEQUENCES);
+            List<float[]> inBf16 =
+                    step(Amp.wrap(eagerBlock, "mixed_bfloat16").compileForward(false), x);
+            Shape heads = new Shape(2, 2, 5, 5);
+            WrongProductVerdicts.forgetAll();
+            try {
+                WrongProductVerdicts.record(
+                        AmpBackends.forManager(manager),
+                        "attention scores",
+                        heads,
+                        heads,
+                        x.getDevice(),
+                        Precision.BF16);
+                Block fallingBack = attention();
+                initialize(fallingBack, manager, SEQUENCES);
+                List<float[]> eager =
+                        step(Amp.wrap(fallingBack, "mixed_bfloat16").compileForward(false), x);
+                assertFalse(
+                        Arrays.equals(inBf16.get(0), eager.get(0)),
+                        "the planted verdict puts the scores in fp32");
+                Block block = attention();
+                initialize(block, manager, SEQUENCES);
+                MixedPrecisionBlock wrapped =
+                        Amp.wrap(block, "mixed_bfloat16").compileForward(true);
+                assertSame(eager, compiledStep(wrapped, x));
+            } finally {
+                WrongProductVerdicts.forgetAll();
+            }
+        }
+    }
+
+    /**
+     * Two of DJL's encoder blocks with dropout (so that the random draws' order shows), the first
+     * taking a 16-bit input from the projection before it under bf16; 3 heads of size 4 make the
+     * attention's scale 1/2 rounded.
+     */
+    private static Block encoders() {
+        return new SequentialBlock()
+                .add(Linear.builder().setUnits(12).build())
+                .add(new TransformerEncoderBlock(12, 3, 20, 0.2f, Activation::gelu))
+                .add(new TransformerEncoderBlock(12, 3, 20, 0.2f, Activation::relu))
+                .add(Blocks.batchFlattenBlock())
+                .add(Linear.builder().setUnits(3).build());
+    }
+
+    /** DJL's attention on its own, after an fp32 input (no projection before it). */
+    private static Block attention() {
+        return new SequentialBlock()
+                .add(
+                        ScaledDotProductAttentionBlock.builder()
+                                .setEmbeddingSize(10)
+                                .setHeadCount(2)
+                                .optAttentionProbsDropoutProb(0.3f)
+                                .build())
+                .add(Blocks.batchFlattenBlock())
+                .add(Linear.builder().setUnits(3).build());
     }
 
     /** Kernel, stride and padding all differ, so that settings read in the wrong order show. */

@@ -42,7 +42,8 @@ import org.junit.jupiter.api.io.TempDir;
  * plus the input's cast, the output's cast and one call casting the step's weights. Before issue
  * 41, each 16-bit layer added a cast of its weight and of its bias, a question whether its input
  * needs a gradient and one about its input's type: 109 calls more than DJL's 155 on ResNetV1-18.
- * With the compiled forward (the default), the whole tree is one call.
+ * With the compiled forward (the default), the whole tree is one call, a ResNet's or a stack of
+ * DJL's transformer encoder blocks'.
  */
 class EngineCallsPerForwardTest {
 
@@ -77,11 +78,24 @@ class EngineCallsPerForwardTest {
     void aSteadyBf16TransformerForwardAddsOnlyTheCastsAroundSoftmax() throws Exception {
         Shape input = new Shape(2, 8, 16);
         List<String> djl = steadyForwardOps(transformer(), false, input);
-        List<String> amp = steadyForwardOps(Amp.wrap(transformer(), "mixed_bfloat16"), true, input);
+        List<String> amp =
+                steadyForwardOps(
+                        Amp.wrap(transformer(), "mixed_bfloat16").compileForward(false),
+                        true,
+                        input);
         // as under PyTorch's autocast, softmax runs in fp32: each block casts its scores to fp32
         // and its attention weights back; and it makes its scale 1/sqrt(h) in the engine, where
         // DJL's create(float) wraps a Java buffer that backward could read after it is freed
         assertAtMostMore(4 + 3 * TRANSFORMER_BLOCKS, djl, amp);
+    }
+
+    @Test
+    void aSteadyCompiledBf16TransformerForwardIsAFewEngineCalls() throws Exception {
+        Shape input = new Shape(2, 8, 16);
+        List<String> djl = steadyForwardOps(transformer(), false, input);
+        List<String> compiled =
+                steadyForwardOps(Amp.wrap(transformer(), "mixed_bfloat16"), true, input);
+        assertEquals(List.of("forward", "to_fp32_0"), compiled, "DJL's: " + djl.size());
     }
 
     /** Asserts that djl-amp's forward made at most {@code more} engine calls beyond DJL's. */

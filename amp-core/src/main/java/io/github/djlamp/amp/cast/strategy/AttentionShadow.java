@@ -7,6 +7,7 @@ import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Block;
 import ai.djl.nn.transformer.ScaledDotProductAttentionBlock;
 import ai.djl.util.PairList;
+import io.github.djlamp.amp.compile.GraphPlan;
 import io.github.djlamp.amp.internal.DjlSeam;
 import io.github.djlamp.amp.policy.Precision;
 import java.util.Map;
@@ -39,6 +40,9 @@ public final class AttentionShadow extends MirroredComposite {
     private static final int WEIGHTS = 4;
     private static final int FALLBACK = 5;
     private final InputPrecisions[] places = new InputPrecisions[6];
+    // what the last forward's product checks decided, for a compiled graph of it
+    private volatile boolean scoresRanLow = true;
+    private volatile boolean valuesRanLow = true;
     private final String path;
     // the products' unit, as the precision summary and the arithmetic share name it
     private final String productsPath;
@@ -112,6 +116,7 @@ public final class AttentionShadow extends MirroredComposite {
         NDArray transposedKeys = keyHeads.head().transpose(0, 1, 3, 2);
         boolean scoresInFp32 =
                 fallsBack(store, "attention scores", queryHeads.head(), transposedKeys, training);
+        scoresRanLow = !scoresInFp32;
         NDArray scores = product(store, scoresInFp32, queryHeads.head(), transposedKeys, inputs);
         NDArray scaled = scores.mul(constant(scores, 1f / (float) Math.sqrt(h)));
         release.closeConsumed(
@@ -136,6 +141,7 @@ public final class AttentionShadow extends MirroredComposite {
                         weights.head(),
                         valueHeads.head(),
                         training);
+        valuesRanLow = !valuesInFp32;
         NDArray attended = product(store, valuesInFp32, weights.head(), valueHeads.head(), inputs);
         // both products in the compute precision, or the share counts them as fp32
         boolean lowBoth = lowProducts && !scoresInFp32 && !valuesInFp32;
@@ -150,6 +156,17 @@ public final class AttentionShadow extends MirroredComposite {
         NDList projected = resultProjection.forward(store, new NDList(embeddings), training, null);
         release.closeConsumed(new NDList(embeddings), inputs, projected);
         return projected;
+    }
+
+    /**
+     * Returns whether the last forward ran a product planned in 16 bits in them: false where its
+     * kernel check found it wrong (true before any forward, and for products planned in fp32).
+     *
+     * @param product which product
+     * @return false where it ran in fp32 instead
+     */
+    public boolean ranLow(GraphPlan.AttentionProduct product) {
+        return product == GraphPlan.AttentionProduct.SCORES ? scoresRanLow : valuesRanLow;
     }
 
     /**
