@@ -4,6 +4,7 @@ import ai.djl.Device;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
+import ai.djl.pytorch.engine.PtNDArray;
 import ai.djl.pytorch.engine.PtNDManager;
 import ai.djl.pytorch.engine.PtSymbolBlock;
 import ai.djl.pytorch.jni.IValueUtils;
@@ -18,9 +19,8 @@ import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * A {@link ForwardGraph} loaded as a TorchScript module ({@link ForwardGraphScript}) and run with
- * autograd recording through DJL's {@code IValueUtils.forward}: one JNI call a forward. The
- * parameters travel as one TorchScript list, named by DJL's list convention for the call, their own
- * names put back afterwards.
+ * autograd recording through DJL's native module call: one JNI call a forward, the parameters as
+ * one TorchScript list.
  */
 final class PtCompiledForward implements CompiledForward {
 
@@ -81,19 +81,29 @@ final class PtCompiledForward implements CompiledForward {
     }
 
     /**
-     * Runs the graph. DJL's call reads the list of parameters from the arrays' names, so the
-     * parameters are renamed for the call and named back after: calls with the same parameters (one
-     * model's forwards on several threads) take turns. Autograd records as the eager calls would:
-     * where the thread's grad mode is on (a {@code GradientCollector}), in training or not.
+     * Runs the graph. Autograd records as the eager calls would: where the thread's grad mode is on
+     * (a {@code GradientCollector}), in training or not. The arguments go to the native call as
+     * values ({@link ModuleCalls}), so one model's forwards on several threads run at once.
      */
     @Override
     public NDArray forward(NDArray input, NDList parameters, boolean training) {
+        if (ModuleCalls.available()) {
+            PtNDArray[] values = new PtNDArray[parameters.size()];
+            for (int i = 0; i < values.length; i++) {
+                values[i] = (PtNDArray) parameters.get(i);
+            }
+            String method = training ? "forward" : "forward_inference";
+            return UnoptimizedGraphs.get()
+                    .run(() -> ModuleCalls.call(module, method, (PtNDArray) input, values));
+        }
+        // DJL's named call reads the parameter list from the arrays' names, set for the call:
+        // calls with the same parameters take turns
         synchronized (parameters.isEmpty() ? input : parameters.get(0)) {
-            return call(input, parameters, training);
+            return namedCall(input, parameters, training);
         }
     }
 
-    private NDArray call(NDArray input, NDList parameters, boolean training) {
+    private NDArray namedCall(NDArray input, NDList parameters, boolean training) {
         NDList call = new NDList(parameters.size() + 2);
         String[] names = new String[parameters.size() + 1];
         names[0] = input.getName();
