@@ -25,6 +25,7 @@ import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.CompiledForward;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import java.util.concurrent.ConcurrentHashMap;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -42,8 +43,11 @@ final class CompiledRun extends AbstractBlock {
 
     private static final Logger LOG = LoggerFactory.getLogger(MixedPrecisionBlock.class);
 
-    /** An input signature: the graph's casts and BatchNorm's mode depend on it. */
-    private record Signature(Shape shape, boolean inputLow, boolean training) {}
+    /**
+     * An input signature: the graph's casts and BatchNorm's mode depend on it ({@code maskShape}
+     * null where the run takes no mask).
+     */
+    private record Signature(Shape shape, Shape maskShape, boolean inputLow, boolean training) {}
 
     /**
      * What a signature got: its graph once its first forward ran, the compiled forward from its
@@ -55,6 +59,7 @@ final class CompiledRun extends AbstractBlock {
     private final List<Block> eager;
     private final List<Pair<String, Block>> originals;
     private final GraphPlan plan;
+    private final boolean masked;
     private final IntermediateRelease release;
     private final AmpBackend backend;
     private final Map<Signature, Outcome> outcomes = new ConcurrentHashMap<>();
@@ -69,16 +74,20 @@ final class CompiledRun extends AbstractBlock {
      * @param originals the children, each with its path, as the graph is made from them
      * @param plan what the wrapper and the checks of the eager forwards decided, which the graph
      *     follows
+     * @param masked whether the run is DJL's BERT encoder stack, each block taking the one before's
+     *     output and the attention mask's offsets
      */
     CompiledRun(
             List<Block> eager,
             List<Pair<String, Block>> originals,
             GraphPlan plan,
+            boolean masked,
             IntermediateRelease release,
             AmpBackend backend) {
         this.eager = List.copyOf(eager);
         this.originals = List.copyOf(originals);
         this.plan = plan;
+        this.masked = masked;
         this.release = release;
         this.backend = backend;
     }
@@ -131,23 +140,25 @@ final class CompiledRun extends AbstractBlock {
             NDList labels,
             boolean training,
             PairList<String, Object> params) {
-        if (inputs.size() != 1 || !(store instanceof CastingParameterStore)) {
-            return release.chain(eager, store, inputs, labels, training, params);
+        if (inputs.size() != (masked ? 2 : 1) || !(store instanceof CastingParameterStore)) {
+            return eager(store, inputs, labels, training, params);
         }
         CastingParameterStore casting = (CastingParameterStore) store;
         NDArray input = inputs.head();
         Precision precision = inputPrecisions().of(0, input);
         if (precision == null) {
-            return release.chain(eager, store, inputs, labels, training, params);
+            return eager(store, inputs, labels, training, params);
         }
         boolean inputLow = precision.isReduced();
+        Shape maskShape = masked ? inputs.get(1).getShape() : null;
         Outcome outcome = last;
-        if (outcome == null || !matches(outcome.signature(), input, inputLow, training)) {
-            Signature signature = new Signature(input.getShape(), inputLow, training);
+        if (outcome == null
+                || !matches(outcome.signature(), input, maskShape, inputLow, training)) {
+            Signature signature = new Signature(input.getShape(), maskShape, inputLow, training);
             outcome = outcomes.get(signature);
             if (outcome == null) {
                 // the signature's first forward: eager, and what its checks decided is kept
-                NDList outputs = release.chain(eager, store, inputs, labels, training, params);
+                NDList outputs = eager(store, inputs, labels, training, params);
                 outcomes.put(signature, plan(signature, casting.computePrecision()));
                 return outputs;
             }
@@ -161,7 +172,7 @@ final class CompiledRun extends AbstractBlock {
             last = outcome;
         }
         if (outcome.forward() == null) {
-            return release.chain(eager, store, inputs, labels, training, params);
+            return eager(store, inputs, labels, training, params);
         }
         List<Parameter> parameters = outcome.graph().parameters();
         NDList values = new NDList(parameters.size());
@@ -172,13 +183,13 @@ final class CompiledRun extends AbstractBlock {
         }
         NDArray output;
         try {
-            output = outcome.forward().forward(input, values, training);
+            output = outcome.forward().forward(inputs, values, training);
         } catch (EngineException e) {
             // a device or input the module cannot run: this signature runs eagerly from now on
             Outcome refused = refused(outcome.signature(), e.getMessage(), true);
             outcomes.put(refused.signature(), refused);
             last = refused;
-            return release.chain(eager, store, inputs, labels, training, params);
+            return eager(store, inputs, labels, training, params);
         }
         ranCompiled = true;
         NDManager step = casting.stepManager();
@@ -189,10 +200,39 @@ final class CompiledRun extends AbstractBlock {
     }
 
     private static boolean matches(
-            Signature signature, NDArray input, boolean inputLow, boolean training) {
+            Signature signature,
+            NDArray input,
+            Shape maskShape,
+            boolean inputLow,
+            boolean training) {
         return signature.training() == training
                 && signature.inputLow() == inputLow
-                && signature.shape().equals(input.getShape());
+                && signature.shape().equals(input.getShape())
+                && Objects.equals(signature.maskShape(), maskShape);
+    }
+
+    /** The children's shadows, as their container runs them. */
+    private NDList eager(
+            ParameterStore store,
+            NDList inputs,
+            NDList labels,
+            boolean training,
+            PairList<String, Object> params) {
+        if (!masked) {
+            return release.chain(eager, store, inputs, labels, training, params);
+        }
+        // as DJL's BertBlock runs its encoders: each on the one before's output and the mask, in
+        // a scope of its own
+        NDArray mask = inputs.get(1);
+        NDList last = new NDList(inputs.head());
+        for (Block encoder : eager) {
+            NDList input = new NDList(last.head(), mask);
+            try (NDManager scope = NDManager.subManagerOf(input)) {
+                scope.tempAttachAll(input);
+                last = scope.ret(encoder.forward(store, input, training));
+            }
+        }
+        return last;
     }
 
     private InputPrecisions inputPrecisions() {
@@ -208,7 +248,11 @@ final class CompiledRun extends AbstractBlock {
     private Outcome plan(Signature signature, Precision compute) {
         try {
             ForwardGraph graph =
-                    ForwardGraphBuilder.of(originals, plan, compute, signature.inputLow());
+                    masked
+                            ? ForwardGraphBuilder.ofMaskedEncoders(
+                                    originals, plan, compute, signature.inputLow())
+                            : ForwardGraphBuilder.of(
+                                    originals, plan, compute, signature.inputLow());
             return new Outcome(signature, null, graph, null);
         } catch (NotCompilableException e) {
             return refused(signature, e.getMessage(), false);
@@ -250,6 +294,9 @@ final class CompiledRun extends AbstractBlock {
 
     @Override
     public Shape[] getOutputShapes(Shape[] inputShapes) {
+        if (masked) {
+            return new Shape[] {inputShapes[0]};
+        }
         Shape[] shapes = inputShapes;
         for (Pair<String, Block> child : originals) {
             shapes = child.getValue().getOutputShapes(shapes);

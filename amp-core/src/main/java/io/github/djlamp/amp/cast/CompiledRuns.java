@@ -93,6 +93,7 @@ final class CompiledRuns {
                                 shadows.subList(from, i),
                                 children.subList(from, i),
                                 decided,
+                                false,
                                 release,
                                 backend);
                 List<Pair<String, Block>> covered = children.subList(from, i);
@@ -113,6 +114,25 @@ final class CompiledRuns {
             operations = 0;
         }
         return result;
+    }
+
+    /**
+     * Returns DJL's BERT encoder stack as one compiled run that takes the output before it and the
+     * attention mask's offsets, or null (its reason noted) where an encoder has no compiled form.
+     *
+     * @param encoders the encoder blocks in order, each with its path
+     * @param shadows their shadows, in the same order
+     */
+    Block encoderStack(List<Pair<String, Block>> encoders, List<Block> shadows) {
+        try {
+            ForwardGraphBuilder.ofMaskedEncoders(encoders, decided, Precision.FP32, false);
+        } catch (NotCompilableException e) {
+            eager.putIfAbsent(e.getBlockPath(), e.getReason());
+            return null;
+        }
+        CompiledRun run = new CompiledRun(shadows, encoders, decided, true, release, backend);
+        runs.add(run);
+        return run;
     }
 
     /** The operations a child compiles to, or -1 (its reason noted) where it cannot be. */

@@ -261,7 +261,12 @@ final class ShadowTree {
             return attention;
         }
         if (block instanceof BertBlock) {
-            return new BertShadow((BertBlock) block, byName(named), path, release);
+            return new BertShadow(
+                    (BertBlock) block,
+                    byName(named),
+                    encoderStack(block, path, byChild, builder.compiling),
+                    path,
+                    release);
         }
         if (block instanceof BertPretrainingBlock) {
             Block bert = null;
@@ -297,6 +302,26 @@ final class ShadowTree {
                         + block.getClass().getName()
                         + ") as a container, but djl-amp can only descend into SequentialBlock and"
                         + " ParallelBlock; override it as fp32, low or pass_through instead");
+    }
+
+    /**
+     * BERT's encoder blocks as one compiled run, or null where nothing is compiled or one of them
+     * cannot be.
+     */
+    private static Block encoderStack(
+            Block bert, String path, Map<Block, Block> shadows, CompiledRuns compiling) {
+        if (compiling == null) {
+            return null;
+        }
+        List<Pair<String, Block>> encoders = new ArrayList<>();
+        List<Block> encoderShadows = new ArrayList<>();
+        for (Pair<String, Block> child : bert.getChildren()) {
+            if (addedName(child.getKey()).startsWith("transformer_")) {
+                encoders.add(new Pair<>(BlockPaths.child(path, child.getKey()), child.getValue()));
+                encoderShadows.add(shadows.get(child.getValue()));
+            }
+        }
+        return encoders.isEmpty() ? null : compiling.encoderStack(encoders, encoderShadows);
     }
 
     /** The shadows of a block's children by the names DJL gave them, without their index prefix. */

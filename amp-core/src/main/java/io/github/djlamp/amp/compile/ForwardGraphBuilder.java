@@ -52,11 +52,16 @@ public final class ForwardGraphBuilder {
     private final GraphPlan plan;
     private final List<ForwardOp> operations = new ArrayList<>();
     private final List<Parameter> parameters = new ArrayList<>();
-    private int values = 1;
+    private final int inputs;
+    private int values;
+    // the value of the offsets attention adds to its scaled scores, -1 for none
+    private int attentionMask = -1;
 
-    private ForwardGraphBuilder(Precision lowPrecision, GraphPlan plan) {
+    private ForwardGraphBuilder(Precision lowPrecision, GraphPlan plan, int inputs) {
         this.lowPrecision = lowPrecision;
         this.plan = plan;
+        this.inputs = inputs;
+        this.values = inputs;
     }
 
     /**
@@ -69,7 +74,8 @@ public final class ForwardGraphBuilder {
      * @throws NotCompilableException naming the first block that has no compiled form
      */
     public static ForwardGraph of(Block block, Precision lowPrecision) {
-        ForwardGraphBuilder builder = new ForwardGraphBuilder(lowPrecision, GraphPlan.defaults());
+        ForwardGraphBuilder builder =
+                new ForwardGraphBuilder(lowPrecision, GraphPlan.defaults(), 1);
         builder.add(block, 0, "");
         return builder.graph(false, true);
     }
@@ -91,10 +97,41 @@ public final class ForwardGraphBuilder {
             GraphPlan plan,
             Precision lowPrecision,
             boolean inputLow) {
-        ForwardGraphBuilder builder = new ForwardGraphBuilder(lowPrecision, plan);
+        ForwardGraphBuilder builder = new ForwardGraphBuilder(lowPrecision, plan, 1);
         int value = 0;
         for (Pair<String, Block> block : run) {
             value = builder.add(block.getValue(), value, block.getKey());
+        }
+        return builder.graph(inputLow, false);
+    }
+
+    /**
+     * Returns the graph of DJL's BERT encoder stack as its {@code BertBlock} runs it: each {@code
+     * TransformerEncoderBlock} on the one before's output (value 0 for the first) and on the
+     * offsets of the attention mask (value 1: fp32, (B, 1, S, S)), which every attention adds to
+     * its scaled scores. The output stays in the precision its last operation computes in.
+     *
+     * @param encoders the encoder blocks in order, each with its path
+     * @param plan what the wrapper decided for each block
+     * @param lowPrecision the compute precision of 16-bit layers (FP32 for none)
+     * @param inputLow whether value 0 arrives in {@code lowPrecision}
+     * @return the graph
+     * @throws NotCompilableException naming the first block that has no compiled form
+     */
+    public static ForwardGraph ofMaskedEncoders(
+            List<Pair<String, Block>> encoders,
+            GraphPlan plan,
+            Precision lowPrecision,
+            boolean inputLow) {
+        ForwardGraphBuilder builder = new ForwardGraphBuilder(lowPrecision, plan, 2);
+        builder.attentionMask = 1;
+        int value = 0;
+        for (Pair<String, Block> encoder : encoders) {
+            if (encoder.getValue().getClass() != TransformerEncoderBlock.class) {
+                throw new NotCompilableException(
+                        encoder.getKey(), "not DJL's TransformerEncoderBlock itself");
+            }
+            value = builder.add(encoder.getValue(), value, encoder.getKey());
         }
         return builder.graph(inputLow, false);
     }
@@ -104,6 +141,7 @@ public final class ForwardGraphBuilder {
                 List.copyOf(operations),
                 List.copyOf(parameters),
                 lowPrecision,
+                inputs,
                 inputLow,
                 fp32Output);
     }
@@ -199,6 +237,11 @@ public final class ForwardGraphBuilder {
     /** The plan the graph follows. */
     GraphPlan plan() {
         return plan;
+    }
+
+    /** The value of the offsets attention adds to its scaled scores, -1 where there are none. */
+    int attentionMask() {
+        return attentionMask;
     }
 
     /** The precision of the graph's 16-bit operations, FP32 where it has none. */

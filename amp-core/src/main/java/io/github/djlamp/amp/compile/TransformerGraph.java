@@ -12,10 +12,10 @@ import io.github.djlamp.amp.policy.Precision;
 
 /**
  * The compiled forms of DJL's {@link ScaledDotProductAttentionBlock} (self-attention on one input,
- * no mask) and {@link TransformerEncoderBlock}: the operations djl-amp's eager shadows of them
- * make, in their order, each child as its own plan runs it. The attention products take the
- * precision the plan and their kernel checks decided, softmax runs in fp32, and each residual sum
- * is 16-bit only where both its operands are.
+ * or with the mask offsets of DJL's BERT) and {@link TransformerEncoderBlock}: the operations
+ * djl-amp's eager shadows of them make, in their order, each child as its own plan runs it. The
+ * attention products take the precision the plan and their kernel checks decided, softmax runs in
+ * fp32, and each residual sum is 16-bit only where both its operands are.
  */
 final class TransformerGraph {
 
@@ -42,7 +42,10 @@ final class TransformerGraph {
         return add(graph, block, "outputNorm", outputResidual, path);
     }
 
-    /** DJL's ScaledDotProductAttentionBlock on one input: self-attention without a mask. */
+    /**
+     * DJL's ScaledDotProductAttentionBlock on one input: self-attention, with the graph's mask
+     * offsets added to the scaled scores where it has them (a 4-dimensional mask, as DJL adds it).
+     */
     static int attention(
             ForwardGraphBuilder graph, ScaledDotProductAttentionBlock block, int in, String path) {
         int[] dimensions = DjlSeam.attentionDimensions(block);
@@ -66,7 +69,9 @@ final class TransformerGraph {
                         transposed);
         float factor = 1f / (float) Math.sqrt(headSize);
         int scaled = graph.emit(o -> new ForwardOp.Scale(o, scores, factor));
-        int fp32Scores = graph.emit(o -> new ForwardOp.ToFp32(o, scaled));
+        int mask = graph.attentionMask();
+        int masked = mask < 0 ? scaled : graph.emit(o -> new ForwardOp.Add(o, scaled, mask));
+        int fp32Scores = graph.emit(o -> new ForwardOp.ToFp32(o, masked));
         int probabilities = graph.emit(o -> new ForwardOp.Softmax(o, fp32Scores, 3));
         int dropped = add(graph, block, "probabilityDropout", probabilities, path);
         int weights = operand(graph, low, dropped);

@@ -14,11 +14,11 @@ public interface CompiledForward {
     /**
      * Runs the forward.
      *
-     * @param input the tree's one input
+     * @param inputs the graph's inputs ({@link io.github.djlamp.amp.compile.ForwardGraph#inputs()})
      * @param parameters the values of the graph's parameters, in its order, on the input's device
      * @param training whether to run as DJL does in training (BatchNorm on the batch's statistics,
      *     updating the running ones in place)
-     * @return the output, fp32, attached to the input's manager
+     * @return the output, attached to the first input's manager
      */
-    NDArray forward(NDArray input, NDList parameters, boolean training);
+    NDArray forward(NDList inputs, NDList parameters, boolean training);
 }

@@ -57,7 +57,11 @@ final class ForwardGraphScript {
                 .append(name)
                 .append("(self: __torch__.")
                 .append(CLASS_NAME)
-                .append(", x: Tensor, p: List[Tensor]) -> Tensor:\n");
+                .append(", x: Tensor");
+        for (int input = 1; input < graph.inputs(); input++) {
+            body.append(", ").append(value(input)).append(": Tensor");
+        }
+        body.append(", p: List[Tensor]) -> Tensor:\n");
         Precision low = graph.lowPrecision();
         Set<Integer> lowValues = new HashSet<>();
         if (graph.inputLow()) {

@@ -74,14 +74,21 @@ final class ModuleCalls {
     }
 
     /**
-     * Calls {@code method(input, parameters)} of {@code module} under the thread's grad mode.
+     * Calls {@code method(inputs..., parameters)} of {@code module} under the thread's grad mode.
      *
-     * @return its tensor result, attached to the input's manager
+     * @return its tensor result, attached to the first input's manager
      */
     static PtNDArray call(
-            PtSymbolBlock module, String method, PtNDArray input, PtNDArray[] parameters) {
-        try (IValue x = IValue.from(input);
-                IValue p = IValue.listFrom(parameters)) {
+            PtSymbolBlock module, String method, PtNDArray[] inputs, PtNDArray[] parameters) {
+        IValue[] arguments = new IValue[inputs.length + 1];
+        try {
+            long[] handles = new long[arguments.length];
+            for (int i = 0; i < inputs.length; i++) {
+                arguments[i] = IValue.from(inputs[i]);
+                handles[i] = arguments[i].getHandle();
+            }
+            arguments[inputs.length] = IValue.listFrom(parameters);
+            handles[inputs.length] = arguments[inputs.length].getHandle();
             long result;
             try {
                 result =
@@ -89,7 +96,7 @@ final class ModuleCalls {
                                 RUN.invokeExact(
                                         module.getHandle().longValue(),
                                         method,
-                                        new long[] {x.getHandle(), p.getHandle()},
+                                        handles,
                                         true,
                                         CUDA_STREAM);
             } catch (RuntimeException | Error e) {
@@ -98,7 +105,13 @@ final class ModuleCalls {
                 throw new IllegalStateException(e);
             }
             try (IValue output = wrap(result)) {
-                return output.toTensor(input.getManager());
+                return output.toTensor(inputs[0].getManager());
+            }
+        } finally {
+            for (IValue argument : arguments) {
+                if (argument != null) {
+                    argument.close();
+                }
             }
         }
     }

@@ -86,32 +86,39 @@ final class PtCompiledForward implements CompiledForward {
      * values ({@link ModuleCalls}), so one model's forwards on several threads run at once.
      */
     @Override
-    public NDArray forward(NDArray input, NDList parameters, boolean training) {
+    public NDArray forward(NDList inputs, NDList parameters, boolean training) {
         if (ModuleCalls.available()) {
             PtNDArray[] values = new PtNDArray[parameters.size()];
             for (int i = 0; i < values.length; i++) {
                 values[i] = (PtNDArray) parameters.get(i);
             }
+            PtNDArray[] arguments = new PtNDArray[inputs.size()];
+            for (int i = 0; i < arguments.length; i++) {
+                arguments[i] = (PtNDArray) inputs.get(i);
+            }
             String method = training ? "forward" : "forward_inference";
             return UnoptimizedGraphs.get()
-                    .run(() -> ModuleCalls.call(module, method, (PtNDArray) input, values));
+                    .run(() -> ModuleCalls.call(module, method, arguments, values));
         }
         // DJL's named call reads the parameter list from the arrays' names, set for the call:
         // calls with the same parameters take turns
-        synchronized (parameters.isEmpty() ? input : parameters.get(0)) {
-            return namedCall(input, parameters, training);
+        synchronized (parameters.isEmpty() ? inputs.head() : parameters.get(0)) {
+            return namedCall(inputs, parameters, training);
         }
     }
 
-    private NDArray namedCall(NDArray input, NDList parameters, boolean training) {
-        NDList call = new NDList(parameters.size() + 2);
-        String[] names = new String[parameters.size() + 1];
-        names[0] = input.getName();
-        input.setName("x");
-        call.add(input);
+    private NDArray namedCall(NDList inputs, NDList parameters, boolean training) {
+        NDList call = new NDList(parameters.size() + inputs.size() + 1);
+        String[] names = new String[parameters.size() + inputs.size()];
+        for (int i = 0; i < inputs.size(); i++) {
+            NDArray input = inputs.get(i);
+            names[i] = input.getName();
+            input.setName("x" + i); // positional: a name that is none of DJL's patterns
+            call.add(input);
+        }
         for (int i = 0; i < parameters.size(); i++) {
             NDArray parameter = parameters.get(i);
-            names[i + 1] = parameter.getName();
+            names[inputs.size() + i] = parameter.getName();
             parameter.setName("p[]");
             call.add(parameter);
         }

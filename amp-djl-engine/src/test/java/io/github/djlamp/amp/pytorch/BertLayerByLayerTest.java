@@ -42,7 +42,7 @@ class BertLayerByLayerTest {
     private static final int MASKED = 2;
     private static final int VOCABULARY = 32;
 
-    private static BertPretrainingBlock model() {
+    static BertPretrainingBlock model() {
         return new BertPretrainingBlock(
                 BertBlock.builder()
                         .setTokenDictionarySize(VOCABULARY)
@@ -54,7 +54,7 @@ class BertLayerByLayerTest {
                         .optHiddenDropoutProbability(0.1f));
     }
 
-    private static NDList inputs(NDManager manager) {
+    static NDList inputs(NDManager manager) {
         Engine.getInstance().setRandomSeed(11);
         NDArray tokens =
                 manager.randomInteger(0, VOCABULARY, new Shape(BATCH, SEQUENCE), DataType.INT32);
@@ -65,8 +65,7 @@ class BertLayerByLayerTest {
     }
 
     /** Both outputs and every gradient, flattened in parameter order. */
-    private static List<float[]> train(
-            Block block, Block original, NDList inputs, NDManager manager) {
+    static List<float[]> train(Block block, Block original, NDList inputs, NDManager manager) {
         // DJL's own BertBlock makes its attention scale over a Java buffer that the engine keeps
         // for backward and that is freed once the block's scope closes: a garbage collection
         // between forward and backward corrupts DJL's gradients (not djl-amp's copy, see below).
@@ -107,7 +106,7 @@ class BertLayerByLayerTest {
         return result;
     }
 
-    private static BertPretrainingBlock initialized(NDManager manager, NDList inputs) {
+    static BertPretrainingBlock initialized(NDManager manager, NDList inputs) {
         Engine.getInstance().setRandomSeed(5);
         BertPretrainingBlock model = model();
         model.initialize(manager, DataType.FLOAT32, inputs.getShapes());

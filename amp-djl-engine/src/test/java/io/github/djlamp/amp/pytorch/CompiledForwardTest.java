@@ -139,7 +139,7 @@ class CompiledForwardTest {
         try (NDManager step = x.getManager().newSubManager();
                 GradientCollector collector = Engine.getInstance().newGradientCollector()) {
             collector.zeroGradients();
-            NDArray out = forward.forward(x, values, true);
+            NDArray out = forward.forward(new NDList(x), values, true);
             out.attach(step);
             collector.backward(loss(out));
             return result(block, out);

@@ -93,7 +93,7 @@ class CompiledForwardTiming {
     private static void compiled(CompiledForward forward, NDArray x, NDList values) {
         try (NDManager step = x.getManager().newSubManager();
                 GradientCollector collector = Engine.getInstance().newGradientCollector()) {
-            NDArray out = forward.forward(x, values, true);
+            NDArray out = forward.forward(new NDList(x), values, true);
             out.attach(step);
             collector.backward(out.sum());
         }

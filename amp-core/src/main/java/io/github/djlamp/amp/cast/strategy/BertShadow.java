@@ -30,6 +30,7 @@ public final class BertShadow extends MirroredComposite {
     private final Block embeddingNorm;
     private final Block embeddingDropout;
     private final List<Block> encoders = new ArrayList<>();
+    private final Block encoderStack;
     private final Block pooling;
     private final String path;
 
@@ -38,11 +39,17 @@ public final class BertShadow extends MirroredComposite {
      *
      * @param original the user's block
      * @param shadows the shadows of its children, by the names DJL added them under
+     * @param encoderStack the encoder blocks as one block taking the output before them and the
+     *     attention mask's offsets (a compiled run), or null to run them one by one
      * @param path its path in the tree
      * @param release drops the handles to what each step consumed
      */
     public BertShadow(
-            BertBlock original, Map<String, Block> shadows, String path, StageRelease release) {
+            BertBlock original,
+            Map<String, Block> shadows,
+            Block encoderStack,
+            String path,
+            StageRelease release) {
         super(original, release);
         this.tokenEmbedding = child(original, shadows, "tokenEmbedding");
         this.typeEmbedding = child(original, shadows, "typeEmbedding");
@@ -58,6 +65,7 @@ public final class BertShadow extends MirroredComposite {
         for (int i = 0; shadows.containsKey("transformer_" + i); i++) {
             encoders.add(shadows.get("transformer_" + i));
         }
+        this.encoderStack = encoderStack;
         this.pooling = child(original, shadows, "poolingProjection");
         this.path = path;
     }
@@ -92,7 +100,7 @@ public final class BertShadow extends MirroredComposite {
         initScope.ret(lastOutput);
         initScope.ret(offsetMask);
         initScope.close();
-        for (Block encoder : encoders) {
+        for (Block encoder : encoderStack == null ? encoders : List.of(encoderStack)) {
             NDList input = new NDList(lastOutput.head(), offsetMask);
             try (NDManager innerScope = NDManager.subManagerOf(input)) {
                 innerScope.tempAttachAll(input);
