@@ -97,12 +97,7 @@ public final class ForwardGraphBuilder {
             GraphPlan plan,
             Precision lowPrecision,
             boolean inputLow) {
-        ForwardGraphBuilder builder = new ForwardGraphBuilder(lowPrecision, plan, 1);
-        int value = 0;
-        for (Pair<String, Block> block : run) {
-            value = builder.add(block.getValue(), value, block.getKey());
-        }
-        return builder.graph(inputLow, false);
+        return new ForwardGraphBuilder(lowPrecision, plan, 1).chain(run, inputLow);
     }
 
     /**
@@ -123,17 +118,24 @@ public final class ForwardGraphBuilder {
             GraphPlan plan,
             Precision lowPrecision,
             boolean inputLow) {
-        ForwardGraphBuilder builder = new ForwardGraphBuilder(lowPrecision, plan, 2);
-        builder.attentionMask = 1;
-        int value = 0;
         for (Pair<String, Block> encoder : encoders) {
             if (encoder.getValue().getClass() != TransformerEncoderBlock.class) {
                 throw new NotCompilableException(
                         encoder.getKey(), "not DJL's TransformerEncoderBlock itself");
             }
-            value = builder.add(encoder.getValue(), value, encoder.getKey());
         }
-        return builder.graph(inputLow, false);
+        ForwardGraphBuilder builder = new ForwardGraphBuilder(lowPrecision, plan, 2);
+        builder.attentionMask = 1;
+        return builder.chain(encoders, inputLow);
+    }
+
+    /** Each block on the one before's output, the first on value 0. */
+    private ForwardGraph chain(List<Pair<String, Block>> run, boolean inputLow) {
+        int value = 0;
+        for (Pair<String, Block> block : run) {
+            value = add(block.getValue(), value, block.getKey());
+        }
+        return graph(inputLow, false);
     }
 
     private ForwardGraph graph(boolean inputLow, boolean fp32Output) {
