@@ -18,8 +18,6 @@ import ai.djl.nn.norm.LayerNorm;
 import ai.djl.nn.transformer.ScaledDotProductAttentionBlock;
 import ai.djl.nn.transformer.TransformerEncoderBlock;
 import ai.djl.util.Pair;
-import io.github.djlamp.amp.bytecode.CapturedValues;
-import io.github.djlamp.amp.internal.DjlSeam;
 import io.github.djlamp.amp.policy.BlockPaths;
 import io.github.djlamp.amp.policy.CastCategory;
 import io.github.djlamp.amp.policy.KnownFunctions;
@@ -27,10 +25,7 @@ import io.github.djlamp.amp.policy.Precision;
 import java.lang.reflect.Method;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
 import java.util.function.IntFunction;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 
 /**
  * Writes the {@link ForwardGraph} of blocks whose forward djl-amp can reproduce call for call:
@@ -41,12 +36,6 @@ import java.util.regex.Pattern;
  * NotCompilableException} naming the block and why; the caller then runs it eagerly.
  */
 public final class ForwardGraphBuilder {
-
-    private static final Map<String, String> POINTWISE =
-            Map.of("ReLU", "relu", "sigmoid", "sigmoid", "Tanh", "tanh", "GELU", "gelu");
-
-    /** The pooling factories whose captured kernel, stride, padding and ceiling mode it reads. */
-    private static final Pattern POOL = Pattern.compile("(max|avg)Pool([123])d");
 
     private final Precision lowPrecision;
     private final GraphPlan plan;
@@ -211,17 +200,15 @@ public final class ForwardGraphBuilder {
                             + "; compiled, it runs only on what reaches it or in fp32");
         }
         if (type == BatchNorm.class) {
-            return batchNorm((BatchNorm) block, input, path);
+            return LeafGraph.batchNorm(this, (BatchNorm) block, input, path);
         }
         if (type == LayerNorm.class) {
-            return layerNorm((LayerNorm) block, input, path);
+            return LeafGraph.layerNorm(this, (LayerNorm) block, input, path);
         }
         if (type == Dropout.class) {
-            int out = values++;
-            operations.add(new ForwardOp.Dropout(out, input, DjlSeam.dropoutRate((Dropout) block)));
-            return out;
+            return LeafGraph.dropout(this, (Dropout) block, input);
         }
-        return lambda((LambdaBlock) block, input, path);
+        return LeafGraph.lambda(this, (LambdaBlock) block, input, path);
     }
 
     /**
@@ -337,96 +324,8 @@ public final class ForwardGraphBuilder {
         return value;
     }
 
-    private int batchNorm(BatchNorm block, int in, String path) {
-        float[] settings = DjlSeam.batchNormSettings(block);
-        int axis = (int) settings[0];
-        int out = values++;
-        operations.add(
-                new ForwardOp.BatchNorm(
-                        out,
-                        in,
-                        parameter(block, "gamma", path),
-                        parameter(block, "beta", path),
-                        parameter(block, "runningMean", path),
-                        parameter(block, "runningVar", path),
-                        // DJL's engine reads -1 as PyTorch's axis 1, and swaps any other to 1
-                        axis == -1 ? 1 : axis,
-                        // DJL's engine passes 1 - momentum, computed in float
-                        (double) (1f - settings[2]),
-                        (double) settings[1]));
-        return out;
-    }
-
-    private int layerNorm(LayerNorm block, int in, String path) {
-        // DJL sets the shape at initialization; a tree checked before has it by its first forward
-        Shape normalized = (Shape) DjlSeam.read(block, LayerNorm.class, "normalizedShape");
-        int out = values++;
-        operations.add(
-                new ForwardOp.LayerNorm(
-                        out,
-                        in,
-                        parameter(block, "gamma", path),
-                        parameter(block, "beta", path),
-                        normalized == null ? null : normalized.getShape(),
-                        (double) (float) DjlSeam.read(block, LayerNorm.class, "epsilon")));
-        return out;
-    }
-
-    /** DJL's max or average pooling, with the settings its factory's lambda captured. */
-    private int pool(LambdaBlock block, int in, String path, Matcher kind) {
-        List<Object> captured = CapturedValues.of(block);
-        int dims = kind.group(2).charAt(0) - '0';
-        boolean max = "max".equals(kind.group(1));
-        // maxPool: kernel, stride, padding, ceil; avgPool: the same, then countIncludePad
-        if (captured == null
-                || captured.size() != (max ? 4 : 5)
-                || !(captured.get(0) instanceof Shape kernel)
-                || !(captured.get(1) instanceof Shape stride)
-                || !(captured.get(2) instanceof Shape padding)
-                || !(captured.get(3) instanceof Boolean ceil)
-                || kernel.dimension() != dims) {
-            throw new NotCompilableException(
-                    path, "DJL's " + kind.group() + " with settings djl-amp cannot read");
-        }
-        int out = values++;
-        operations.add(
-                new ForwardOp.Pool(
-                        out,
-                        in,
-                        max,
-                        dims,
-                        kernel.getShape(),
-                        stride.getShape(),
-                        padding.getShape(),
-                        ceil));
-        return out;
-    }
-
-    private int lambda(LambdaBlock block, int in, String path) {
-        String label = KnownFunctions.labelOf(block);
-        if (label == null) {
-            throw new NotCompilableException(path, "a lambda that is not one of DJL's functions");
-        }
-        int out = values;
-        Matcher pool = POOL.matcher(label);
-        if ("identity".equals(label)) {
-            return in;
-        } else if (POINTWISE.containsKey(label)) {
-            operations.add(new ForwardOp.Pointwise(out, in, POINTWISE.get(label)));
-        } else if ("batchFlatten".equals(label)) {
-            operations.add(new ForwardOp.Flatten(out, in));
-        } else if (pool.matches()) {
-            return pool(block, in, path, pool);
-        } else if (label.matches("globalAvgPool[123]d")) {
-            operations.add(new ForwardOp.GlobalAvgPool(out, in, label.charAt(13) - '0'));
-        } else {
-            throw new NotCompilableException(path, "DJL's " + label + " has no compiled form");
-        }
-        values++;
-        return out;
-    }
-
-    private int parameter(Block block, String name, String path) {
+    /** Adds a parameter the graph reads, by its name in the block, and returns its index. */
+    int parameter(Block block, String name, String path) {
         int index = optionalParameter(block, name);
         if (index < 0) {
             throw new NotCompilableException(path, "no parameter " + name);

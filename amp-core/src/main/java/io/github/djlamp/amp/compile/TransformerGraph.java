@@ -32,11 +32,11 @@ final class TransformerGraph {
             ForwardGraphBuilder graph, TransformerEncoderBlock block, int in, String path) {
         Dropout[] dropouts = DjlSeam.encoderDropouts(block);
         int attended = add(graph, block, "selfAttention", in, path);
-        int dropped = dropout(graph, attended, dropouts[0]);
+        int dropped = LeafGraph.dropout(graph, dropouts[0], attended);
         int residual = graph.emit(o -> new ForwardOp.Add(o, dropped, in));
         int normalized = add(graph, block, "attentionNorm", residual, path);
         int fed = add(graph, block, "outputBlock", normalized, path);
-        int fedDropped = dropout(graph, fed, dropouts[1]);
+        int fedDropped = LeafGraph.dropout(graph, dropouts[1], fed);
         // DJL adds the block's input again, not the normalized value
         int outputResidual = graph.emit(o -> new ForwardOp.Add(o, fedDropped, in));
         return add(graph, block, "outputNorm", outputResidual, path);
@@ -104,11 +104,6 @@ final class TransformerGraph {
         int left = inFp32 ? graph.emit(o -> new ForwardOp.ToFp32(o, a)) : a;
         int right = inFp32 ? graph.emit(o -> new ForwardOp.ToFp32(o, b)) : b;
         return graph.emit(o -> new ForwardOp.MatMul(o, left, right));
-    }
-
-    private static int dropout(ForwardGraphBuilder graph, int in, Dropout dropout) {
-        double rate = DjlSeam.dropoutRate(dropout);
-        return graph.emit(o -> new ForwardOp.Dropout(o, in, rate));
     }
 
     /** The child DJL added under {@code name}, on value {@code in}. */
