@@ -29,10 +29,10 @@ import java.util.function.IntFunction;
 
 /**
  * Writes the {@link ForwardGraph} of blocks whose forward djl-amp can reproduce call for call:
- * SequentialBlock, Conv1d/2d/3d, BatchNorm, Linear, the lambdas of DJL's activations, flatten,
- * identity and global average pooling, ResNetV1's residual ParallelBlock, and DJL's self-attention
- * and transformer encoder ({@link TransformerGraph}), each in the precision a {@link GraphPlan}
- * gives it. Any other block, or a block the plan runs another way, is refused with a {@link
+ * SequentialBlock, Conv1d/2d/3d, Linear, BatchNorm, LayerNorm, Dropout and the lambdas of DJL's
+ * functions ({@link LeafGraph}), ResNetV1's residual ParallelBlock, and DJL's self-attention and
+ * transformer encoder ({@link TransformerGraph}), each in the precision a {@link GraphPlan} gives
+ * it. Any other block, or a block the plan runs another way, is refused with a {@link
  * NotCompilableException} naming the block and why; the caller then runs it eagerly.
  */
 public final class ForwardGraphBuilder {
