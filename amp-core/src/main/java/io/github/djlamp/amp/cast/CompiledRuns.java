@@ -120,10 +120,11 @@ final class CompiledRuns {
      * Returns DJL's BERT encoder stack as one compiled run that takes the output before it and the
      * attention mask's offsets, or null (its reason noted) where an encoder has no compiled form.
      *
+     * @param bertPath the path of the BertBlock that holds them
      * @param encoders the encoder blocks in order, each with its path
      * @param shadows their shadows, in the same order
      */
-    Block encoderStack(List<Pair<String, Block>> encoders, List<Block> shadows) {
+    Block encoderStack(String bertPath, List<Pair<String, Block>> encoders, List<Block> shadows) {
         try {
             ForwardGraphBuilder.ofMaskedEncoders(encoders, decided, Precision.FP32, false);
         } catch (NotCompilableException e) {
@@ -132,6 +133,9 @@ final class CompiledRuns {
         }
         CompiledRun run = new CompiledRun(shadows, encoders, decided, true, release, backend);
         runs.add(run);
+        eager.putIfAbsent(
+                bertPath,
+                "its embeddings, attention mask and pooling, around its compiled encoder blocks");
         return run;
     }
 
@@ -168,9 +172,11 @@ final class CompiledRuns {
             return run.refusal();
         }
         if (eager.isEmpty()) {
-            return "root: the tree has no SequentialBlock with "
-                    + FEWEST_OPERATIONS
-                    + " or more operations djl-amp can compile";
+            return runs.isEmpty()
+                    ? "root: the tree has no SequentialBlock with "
+                            + FEWEST_OPERATIONS
+                            + " or more operations djl-amp can compile"
+                    : "root: the blocks around the compiled runs, outside any SequentialBlock";
         }
         String named =
                 eager.entrySet().stream()

@@ -321,7 +321,7 @@ final class ShadowTree {
                 encoderShadows.add(shadows.get(child.getValue()));
             }
         }
-        return encoders.isEmpty() ? null : compiling.encoderStack(encoders, encoderShadows);
+        return encoders.isEmpty() ? null : compiling.encoderStack(path, encoders, encoderShadows);
     }
 
     /** The shadows of a block's children by the names DJL gave them, without their index prefix. */

@@ -84,6 +84,10 @@ class CompiledBertTest {
                 List.of(STACK),
                 wrapped.compiledRuns(manager.getDevice()),
                 () -> String.valueOf(wrapped.compiledForwardRefusal(manager.getDevice())));
+        assertEquals(
+                "01Bert: its embeddings, attention mask and pooling, around its compiled encoder"
+                        + " blocks",
+                wrapped.compiledForwardRefusal(manager.getDevice()));
         return compiled;
     }
 
