@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import ai.djl.Model;
 import ai.djl.basicmodelzoo.cv.classification.ResNetV1;
+import ai.djl.engine.Engine;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
@@ -15,10 +16,13 @@ import ai.djl.nn.Block;
 import ai.djl.nn.Blocks;
 import ai.djl.nn.SequentialBlock;
 import ai.djl.nn.core.Linear;
+import ai.djl.nn.transformer.BertBlock;
+import ai.djl.nn.transformer.BertPretrainingBlock;
 import ai.djl.nn.transformer.TransformerEncoderBlock;
 import ai.djl.pytorch.jni.JniUtils;
 import ai.djl.training.DefaultTrainingConfig;
 import ai.djl.training.GradientCollector;
+import ai.djl.training.ParameterStore;
 import ai.djl.training.Trainer;
 import ai.djl.training.loss.Loss;
 import ai.djl.training.optimizer.Optimizer;
@@ -96,6 +100,68 @@ class EngineCallsPerForwardTest {
         List<String> compiled =
                 steadyForwardOps(Amp.wrap(transformer(), "mixed_bfloat16"), true, input);
         assertEquals(List.of("forward", "to_fp32_0"), compiled, "DJL's: " + djl.size());
+    }
+
+    /**
+     * DJL's BERT (a BertPretrainingBlock, 4 encoder blocks): its encoder stack is one call, the
+     * embeddings, mask, pooling and pretraining heads around it run eagerly.
+     */
+    @Test
+    void aSteadyCompiledBertForwardCallsItsEncodersOnce() throws Exception {
+        List<String> djl = steadyBertForwardOps(null);
+        List<String> compiled = steadyBertForwardOps("mixed_bfloat16");
+        assertEquals(
+                1,
+                compiled.stream().filter("forward"::equals).count(),
+                "one compiled call: " + compiled);
+        assertTrue(
+                compiled.size() * 3 < djl.size(),
+                "djl-amp's compiled bf16 BERT forward calls the engine "
+                        + compiled.size()
+                        + " times, DJL's fp32 forward "
+                        + djl.size());
+    }
+
+    /** The top-level operations of a small BERT's third training forward, in order. */
+    private List<String> steadyBertForwardOps(String policy) throws Exception {
+        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+            NDList inputs =
+                    new NDList(
+                            manager.randomInteger(0, 32, new Shape(2, 8), DataType.INT32),
+                            manager.zeros(new Shape(2, 8), DataType.INT32),
+                            manager.ones(new Shape(2, 8), DataType.INT32),
+                            manager.create(new int[] {1, 3, 2, 5}, new Shape(2, 2)));
+            BertPretrainingBlock model =
+                    new BertPretrainingBlock(
+                            BertBlock.builder()
+                                    .setTokenDictionarySize(32)
+                                    .optEmbeddingSize(16)
+                                    .optTransformerBlockCount(4)
+                                    .optAttentionHeadCount(2)
+                                    .optHiddenSize(32)
+                                    .optMaxSequenceLength(8));
+            model.initialize(manager, DataType.FLOAT32, inputs.getShapes());
+            Block block = policy == null ? model : Amp.wrap(model, policy);
+            Path trace = dir.resolve("trace-bert-" + policy + ".json");
+            for (int step = 0; step < 3; step++) {
+                try (NDManager m = manager.newSubManager();
+                        GradientCollector collector = Engine.getInstance().newGradientCollector()) {
+                    if (step == 2) {
+                        JniUtils.startProfile(false, false, false);
+                    }
+                    NDList out;
+                    try {
+                        out = block.forward(new ParameterStore(m, false), inputs, true);
+                    } finally {
+                        if (step == 2) {
+                            JniUtils.stopProfile(trace.toString());
+                        }
+                    }
+                    collector.backward(out.get(0).sum().add(out.get(1).sum()));
+                }
+            }
+            return topLevelOps(trace);
+        }
     }
 
     /** Asserts that djl-amp's forward made at most {@code more} engine calls beyond DJL's. */
