@@ -15,13 +15,14 @@
 #      then integration-tests' (--it-tests, 7 classes), one JVM each    limit --tests-limit (150 s) together
 #   3. bash bench/gpu/run-gpu.sh, with what is left less 15 s for rendering and packing as --budget:
 #      a. ResNetV1-50 224x224 at batches 32 (issue 31 item 1's batch), 128 and 256 (item 5):
-#         djl-amp bf16 fused (the GPU default), bf16 fused with Checkpointing.stages(), fp16 fused,
-#         bf16 fused without kernel checks, DJL fp32; PyTorch bf16, fp16 and fp32 autocast
-#         channels-last: 24 processes, each with the first step apart (its time, its polled peak,
+#         djl-amp bf16 fused (the GPU default), the same with the compiled forward off (-eager),
+#         bf16 fused with Checkpointing.stages(), fp16 fused, bf16 fused without kernel checks,
+#         DJL fp32; PyTorch bf16, fp16 and fp32 autocast channels-last: 27 processes, each with the first step apart (its time, its polled peak,
 #         the device memory after it) from the steady steps
 #      b. the largest batch under a 16 GiB cap: djl-amp bf16 fused, the same checkpointed, PyTorch
 #         bf16 channels-last (fits from a.'s rows, 2 short probes each, 3 at most)
-#      c. the transformer rows (issue 29; six processes), only in the time a. and b. left
+#      c. the transformer rows (issue 29; seven processes: the compiled bf16 forward and the eager
+#         one beside DJL fp32, fp16, and PyTorch's three), only in the time a. and b. left
 #
 # The arithmetic (device time; the machine's start and the transfers come on top of the 590 s):
 # - A variant process of the ResNet table: the H100 call of 2026-11-26 ran 26 of them (5 warm-up
@@ -33,8 +34,8 @@
 #   the whole call 241 s, tests 18 s of it.
 # - info 15-30 s (no JNI build: prepare.sh carries one that links against torch 2.11.0+cu130; a
 #   build, if the machine's torch changed, adds 26 s: hence 60 s); tests: two JVMs, 60-150 s.
-# - a. 24 processes: 240 s at 10 s (on the H200 about 150 s). b. 6 probes (9 at most) of 5 steps: 60-120 s.
-#   c. 6 processes: 60-120 s.
+# - a. 27 processes: 270 s at 10 s (on the H200 about 170 s). b. 6 probes (9 at most) of 5 steps: 60-120 s.
+#   c. 7 processes: 70-140 s.
 # - At 10 s a process, every limit used up: 60 + 150 + 160 + 60 + 60 = 490 s: everything, with 100 s
 #   to spare. At 20 s: 60 + 150 leaves 365 s for run-gpu.sh: a. may start processes until
 #   365 - 100 (--cap-reserve) = 265 s (13 of 16: PyTorch's three rows at 256 are the last), b. gets
@@ -122,7 +123,9 @@ part bench $(( budget + 15 )) bash bench/gpu/run-gpu.sh --budget "$budget" --pro
     --djl-variants djl-amp-bf16-fused,djl-amp-bf16-fused-eager,djl-amp-bf16-fused-ckpt-stages,djl-amp-fp16-fused,djl-amp-bf16-fused-unchecked,djl-fp32 \
     --pt-variants pt-bf16-autocast-cl,pt-fp16-autocast-cl,pt-fp32-cl \
     --cap-gib 16 --cap-variants djl-amp-bf16-fused,djl-amp-bf16-fused-ckpt-stages,pt-bf16-autocast-cl \
-    --cap-reserve 100 --transformer-reserve 0 "${bench_args[@]}"
+    --cap-reserve 100 --transformer-reserve 0 \
+    --transformer-djl-variants djl-fp32,djl-amp-bf16-fused,djl-amp-bf16-fused-eager,djl-amp-fp16-fused \
+    "${bench_args[@]}"
 say "done after $(elapsed)s (exit $rc_all); \$OUT: $(find "$OUT" -maxdepth 1 -type f -printf '%f ')"
 echo "----- $OUT/summary.txt"
 cat "$OUT/summary.txt"
