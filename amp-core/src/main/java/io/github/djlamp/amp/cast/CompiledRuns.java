@@ -132,6 +132,9 @@ final class CompiledRuns {
             return null;
         }
         CompiledRun run = new CompiledRun(shadows, encoders, decided, true, release, backend);
+        // the runs made inside the encoders (their feed-forward layers) run only where this does
+        // not
+        runs.removeIf(r -> encoders.stream().anyMatch(e -> r.isInside(e.getKey())));
         runs.add(run);
         eager.putIfAbsent(
                 bertPath,
