@@ -15,7 +15,7 @@ import java.lang.invoke.MethodType;
  * rename them under each other) or turn autograd off ({@code IValueUtils.runMethod}); the native
  * call itself ({@code PyTorchLibrary.moduleRunMethod}, package-private in DJL 0.35.1 and 0.36.0)
  * takes the values and whether to record, and is reached here by reflection. Where this DJL has no
- * such method, {@link #available()} says so and the caller keeps DJL's named call.
+ * such method, {@link #available()} says so and nothing is compiled.
  */
 final class ModuleCalls {
 

@@ -622,9 +622,18 @@ public final class PtAmpBackend implements AmpBackend {
 
     /**
      * A TorchScript module running the graph, one JNI call a forward ({@link PtCompiledForward}).
+     *
+     * @throws UnsupportedOperationException where this DJL offers no native module call djl-amp can
+     *     reach ({@link ModuleCalls}): the forward then runs eagerly
      */
     @Override
     public CompiledForward compileForward(ForwardGraph graph) {
+        if (!ModuleCalls.available()) {
+            throw new UnsupportedOperationException(
+                    "this DJL's PyTorch engine has no PyTorchLibrary.moduleRunMethod(long, String,"
+                            + " long[], boolean, boolean) djl-amp can reach, which the compiled"
+                            + " forward calls");
+        }
         return PtCompiledForward.load(graph);
     }
 }

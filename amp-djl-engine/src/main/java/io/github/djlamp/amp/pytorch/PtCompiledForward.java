@@ -7,7 +7,6 @@ import ai.djl.ndarray.NDManager;
 import ai.djl.pytorch.engine.PtNDArray;
 import ai.djl.pytorch.engine.PtNDManager;
 import ai.djl.pytorch.engine.PtSymbolBlock;
-import ai.djl.pytorch.jni.IValueUtils;
 import ai.djl.pytorch.jni.JniUtils;
 import io.github.djlamp.amp.compile.ForwardGraph;
 import io.github.djlamp.amp.exception.AmpException;
@@ -24,28 +23,7 @@ import java.util.concurrent.ConcurrentHashMap;
  */
 final class PtCompiledForward implements CompiledForward {
 
-    private static final String METHOD_MARKER = "module_method:";
-
     private final PtSymbolBlock module;
-
-    /**
-     * The array whose name tells DJL's call to run the inference method. DJL reads only its name,
-     * so one CPU array serves every call on every device: made on an input's device each call, it
-     * cost a copy from the host, which on a GPU waits for the queued kernels. Owned by no manager,
-     * it lives as long as the JVM, made at the first inference call.
-     */
-    private static final class InferenceMarker {
-        static final NDArray ARRAY = make();
-
-        private static NDArray make() {
-            NDManager manager = NDManager.newBaseManager(Device.cpu(), "PyTorch");
-            NDArray marker = manager.create(0f);
-            marker.setName(METHOD_MARKER + "forward_inference");
-            manager.detachInternal(marker.getUid());
-            manager.close();
-            return marker;
-        }
-    }
 
     private PtCompiledForward(PtSymbolBlock module) {
         this.module = module;
@@ -87,52 +65,16 @@ final class PtCompiledForward implements CompiledForward {
      */
     @Override
     public NDArray forward(NDList inputs, NDList parameters, boolean training) {
-        if (ModuleCalls.available()) {
-            PtNDArray[] values = new PtNDArray[parameters.size()];
-            for (int i = 0; i < values.length; i++) {
-                values[i] = (PtNDArray) parameters.get(i);
-            }
-            PtNDArray[] arguments = new PtNDArray[inputs.size()];
-            for (int i = 0; i < arguments.length; i++) {
-                arguments[i] = (PtNDArray) inputs.get(i);
-            }
-            String method = training ? "forward" : "forward_inference";
-            return UnoptimizedGraphs.get()
-                    .run(() -> ModuleCalls.call(module, method, arguments, values));
+        PtNDArray[] values = new PtNDArray[parameters.size()];
+        for (int i = 0; i < values.length; i++) {
+            values[i] = (PtNDArray) parameters.get(i);
         }
-        // DJL's named call reads the parameter list from the arrays' names, set for the call:
-        // calls with the same parameters take turns
-        synchronized (parameters.isEmpty() ? inputs.head() : parameters.get(0)) {
-            return namedCall(inputs, parameters, training);
+        PtNDArray[] arguments = new PtNDArray[inputs.size()];
+        for (int i = 0; i < arguments.length; i++) {
+            arguments[i] = (PtNDArray) inputs.get(i);
         }
-    }
-
-    private NDArray namedCall(NDList inputs, NDList parameters, boolean training) {
-        NDList call = new NDList(parameters.size() + inputs.size() + 1);
-        String[] names = new String[parameters.size() + inputs.size()];
-        for (int i = 0; i < inputs.size(); i++) {
-            NDArray input = inputs.get(i);
-            names[i] = input.getName();
-            input.setName("x" + i); // positional: a name that is none of DJL's patterns
-            call.add(input);
-        }
-        for (int i = 0; i < parameters.size(); i++) {
-            NDArray parameter = parameters.get(i);
-            names[inputs.size() + i] = parameter.getName();
-            parameter.setName("p[]");
-            call.add(parameter);
-        }
-        if (!training) {
-            call.add(InferenceMarker.ARRAY);
-        }
-        try {
-            // "true": run under the thread's grad mode (DJL's false would turn autograd off)
-            return UnoptimizedGraphs.get()
-                    .run(() -> IValueUtils.forward(module, call, true).singletonOrThrow());
-        } finally {
-            for (int i = 0; i < names.length; i++) {
-                call.get(i).setName(names[i]);
-            }
-        }
+        String method = training ? "forward" : "forward_inference";
+        return UnoptimizedGraphs.get()
+                .run(() -> ModuleCalls.call(module, method, arguments, values));
     }
 }
