@@ -30,7 +30,7 @@
 #                                at BATCHES (default 8,32,64), REPEAT processes each (default 1);
 #                                writes bench/train/target/RESULTS-memory.md (RESULTS.md is not touched)
 #   bench/train/run.sh --host     issue 41's host profile: where a training step's host time goes at
-#                                overhead-bound shapes (ResNetV1-18 1x32x32 and the 6-block
+#                                overhead-bound shapes (ResNetV1-18 1x32x32, d2l-java's ResNet-18 1x32x32, the 6-block
 #                                transformer 64x64, batch 1, one intra-op thread unless THREADS says
 #                                otherwise, STEPS per window, default 30): Java (djl-amp's, DJL's) and
 #                                native calls from the JDK's sampler, then libtorch's operations per
@@ -150,7 +150,7 @@ if $host; then
     threads="${THREADS:-1}"
     steps="${STEPS:-30}"
     prepare_part bench/train/target/results-host
-    for network in resnet18 transformer; do
+    for network in resnet18 d2l-resnet18 transformer; do
         echo "== $network host profile (DJL, djl-amp), batch 1, $threads threads, load $load_start"
         java -Dai.djl.offline=true -Dai.djl.pytorch.num_threads="$threads" \
             -Dorg.slf4j.simpleLogger.defaultLogLevel=error \
@@ -158,7 +158,9 @@ if $host; then
             --batch 1 --steps "$steps" \
             --variants djl-fp32,djl-amp-fp32,djl-amp-fp32-eager,djl-amp-bf16-fused,djl-amp-bf16-fused-eager \
             --out "$out/host-$network-djl.json"
-        if "$python" -c 'import torch' 2>/dev/null; then
+        if [ "$network" = d2l-resnet18 ]; then
+            echo "== $network: no PyTorch peer (pytorch_host.py builds DJL's model-zoo networks)"
+        elif "$python" -c 'import torch' 2>/dev/null; then
             echo "== $network host profile (PyTorch eager)"
             (cd bench/train && "$python" pytorch_host.py --network "$network" --batch 1 \
                 --threads "$threads" --steps "$steps" --variants pt-fp32,pt-bf16-autocast \

@@ -35,7 +35,7 @@ import org.junit.jupiter.api.Test;
  * properties file or {@code trust(...)}, wraps; what a voucher does not cover is refused with a
  * message that never suggests the setting already passed.
  */
-class TrustedResidualTest {
+public class TrustedResidualTest {
 
     /** d2l-java's Residual (chapter 7.6), as d2l-java writes it. */
     public static final class Residual extends AbstractBlock {

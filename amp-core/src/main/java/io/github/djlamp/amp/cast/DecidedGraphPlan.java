@@ -83,6 +83,24 @@ final class DecidedGraphPlan implements GraphPlan {
         return attention == null || attention.ranLow(product);
     }
 
+    @Override
+    public UnitCast unitCast(String path) {
+        KernelVerdict verdict = verdict(path);
+        if (verdict != null && !verdict.runsLowPrecision()) {
+            return new UnitCast(false, Layout.AS_IT_IS, false);
+        }
+        MemoryLayout layout = verdict == null ? lowLayout : verdict.getLayout();
+        return new UnitCast(
+                true,
+                switch (layout) {
+                    case CHANNELS_LAST -> Layout.CHANNELS_LAST;
+                    case CONTIGUOUS -> Layout.CONTIGUOUS;
+                    case PRESERVE -> Layout.AS_IT_IS;
+                },
+                // a stage given another layout than the wrapper's casts even 16-bit inputs
+                verdict != null && layout != lowLayout);
+    }
+
     private KernelVerdict verdict(String path) {
         PrecisionStage stage = stages.get(path);
         return stage == null ? null : stage.lastVerdict();

@@ -2,7 +2,6 @@ package io.github.djlamp.amp.compile;
 
 import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Block;
-import ai.djl.nn.BlockList;
 import ai.djl.nn.LambdaBlock;
 import ai.djl.nn.ParallelBlock;
 import ai.djl.nn.Parameter;
@@ -20,7 +19,6 @@ import ai.djl.nn.transformer.TransformerEncoderBlock;
 import ai.djl.util.Pair;
 import io.github.djlamp.amp.policy.BlockPaths;
 import io.github.djlamp.amp.policy.CastCategory;
-import io.github.djlamp.amp.policy.KnownFunctions;
 import io.github.djlamp.amp.policy.Precision;
 import java.lang.reflect.Method;
 import java.util.ArrayList;
@@ -154,39 +152,41 @@ public final class ForwardGraphBuilder {
                 isPlainSequential(type)
                         || type == ParallelBlock.class
                         || TransformerGraph.isComposite(type);
-        if (container != (category == CastCategory.CONTAINER)) {
-            throw new NotCompilableException(
-                    path,
-                    container
-                            ? "the policy runs this container as one unit ("
-                                    + category.configName()
-                                    + ")"
-                            : type.getName() + " has no compiled form");
-        }
-        if (isPlainSequential(type)) {
-            return sequential((SequentialBlock) block, in, path);
-        }
-        if (type == ParallelBlock.class) {
-            return join((ParallelBlock) block, in, path);
-        }
-        if (type == ScaledDotProductAttentionBlock.class) {
-            return TransformerGraph.attention(
-                    this, (ScaledDotProductAttentionBlock) block, in, path);
-        }
-        if (type == TransformerEncoderBlock.class) {
+        boolean layer =
+                type == Conv1d.class
+                        || type == Conv2d.class
+                        || type == Conv3d.class
+                        || type == Linear.class;
+        boolean leaf =
+                type == BatchNorm.class
+                        || type == LambdaBlock.class
+                        || type == LayerNorm.class
+                        || type == Dropout.class;
+        if (category == CastCategory.CONTAINER) {
+            if (!container) {
+                throw new NotCompilableException(path, type.getName() + " has no compiled form");
+            }
+            if (isPlainSequential(type)) {
+                return sequential((SequentialBlock) block, in, path);
+            }
+            if (type == ParallelBlock.class) {
+                return join((ParallelBlock) block, in, path);
+            }
+            if (type == ScaledDotProductAttentionBlock.class) {
+                return TransformerGraph.attention(
+                        this, (ScaledDotProductAttentionBlock) block, in, path);
+            }
             return TransformerGraph.encoder(this, (TransformerEncoderBlock) block, in, path);
         }
-        if (type == Conv1d.class
-                || type == Conv2d.class
-                || type == Conv3d.class
-                || type == Linear.class) {
+        if (layer) {
             return layer(block, in, path, category);
         }
-        if (type != BatchNorm.class
-                && type != LambdaBlock.class
-                && type != LayerNorm.class
-                && type != Dropout.class) {
-            throw new NotCompilableException(path, type.getName() + " has no compiled form");
+        if (!leaf) {
+            if (category == CastCategory.PASS_THROUGH) {
+                throw new NotCompilableException(
+                        path, "the policy runs it as pass_through, a unit only on what reaches it");
+            }
+            return UnitGraph.unit(this, block, in, path, category);
         }
         int input = in;
         if (category == CastCategory.FP32) {
@@ -239,16 +239,11 @@ public final class ForwardGraphBuilder {
     }
 
     private int join(ParallelBlock block, int in, String path) {
-        if (!KnownFunctions.isAddReluJoin(block)) {
-            throw new NotCompilableException(
-                    path, "a ParallelBlock with a join other than ResNetV1's add and relu");
+        List<Integer> branches = new ArrayList<>();
+        for (Pair<String, Block> branch : block.getChildren()) {
+            branches.add(add(branch.getValue(), in, child(path, branch.getKey())));
         }
-        BlockList branches = block.getChildren();
-        int a = add(branches.get(0).getValue(), in, child(path, branches.get(0).getKey()));
-        int b = add(branches.get(1).getValue(), in, child(path, branches.get(1).getKey()));
-        int out = values++;
-        operations.add(new ForwardOp.AddRelu(out, a, b, plan.fp32Join(path)));
-        return out;
+        return UnitGraph.join(this, block, branches, path, plan.fp32Join(path));
     }
 
     /** A convolution or linear layer: 16 bits where the plan and its kernel check say so. */
@@ -265,6 +260,14 @@ public final class ForwardGraphBuilder {
                             + category.configName()
                             + "; compiled, a layer runs in 16 bits or fp32");
         }
+        return layer(block, in, path, low, low && plan.channelsLast(path));
+    }
+
+    /**
+     * A convolution or linear layer in 16 bits ({@code low}) or fp32; a 16-bit 2-D convolution
+     * takes channels-last operands where {@code channelsLast} says so.
+     */
+    int layer(Block block, int in, String path, boolean low, boolean channelsLast) {
         int out = values++;
         if (block instanceof Linear) {
             operations.add(
@@ -290,7 +293,7 @@ public final class ForwardGraphBuilder {
                         convolution.getDilation().getShape(),
                         convolution.getGroups(),
                         low,
-                        low && kernel.dimension() == 2 && plan.channelsLast(path)));
+                        channelsLast && kernel.dimension() == 2));
         return out;
     }
 
@@ -299,7 +302,7 @@ public final class ForwardGraphBuilder {
     }
 
     /** SequentialBlock, or a subclass that only builds its children (d2l's and DJL's Mlp). */
-    private static boolean isPlainSequential(Class<?> type) {
+    static boolean isPlainSequential(Class<?> type) {
         for (Class<?> c = type; c != SequentialBlock.class; c = c.getSuperclass()) {
             if (c == null) {
                 return false;

@@ -125,6 +125,13 @@ public sealed interface ForwardOp {
      */
     record Add(int out, int a, int b) implements ForwardOp {}
 
+    /**
+     * The cast a 16-bit unit makes of its input: to the compute precision in {@code layout}; an
+     * input already in it is left as it is unless {@code relayout}.
+     */
+    record UnitInput(int out, int in, GraphPlan.Layout layout, boolean relayout)
+            implements ForwardOp {}
+
     /** The cast to the compute precision an operation's operand gets (none where it has it). */
     record ToLow(int out, int in) implements ForwardOp {}
 }

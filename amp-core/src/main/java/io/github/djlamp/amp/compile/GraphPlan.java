@@ -25,6 +25,27 @@ public interface GraphPlan {
         WEIGHTED_VALUES
     }
 
+    /** The layout a cast to 16 bits gives an array. */
+    enum Layout {
+        /** The layout it has. */
+        AS_IT_IS,
+        /** Contiguous. */
+        CONTIGUOUS,
+        /** Channels-last where it has four dimensions, the layout it has otherwise. */
+        CHANNELS_LAST
+    }
+
+    /**
+     * How a unit computes: a block the wrapper runs as one 16-bit stage that is not itself a layer
+     * (a block whose own forward djl-amp reads, a container overridden as low).
+     *
+     * @param low whether it runs in 16 bits: false where the kernel check of a layer inside it put
+     *     the whole unit in fp32
+     * @param layout the layout of its 16-bit input and of its convolutions' weights
+     * @param relayout whether an input already 16-bit is cast to that layout too
+     */
+    record UnitCast(boolean low, Layout layout, boolean relayout) {}
+
     /**
      * Returns how the wrapper runs the block at {@code path}.
      *
@@ -81,6 +102,14 @@ public interface GraphPlan {
     boolean productRunsLow(String path, AttentionProduct product);
 
     /**
+     * Returns how the 16-bit unit at {@code path} computes.
+     *
+     * @param path the unit's path
+     * @return its precision and its input's cast
+     */
+    UnitCast unitCast(String path);
+
+    /**
      * Returns the plan that runs every convolution and linear layer in 16 bits, attention's
      * products too, every other block on what reaches it, as djl-amp's default rules do with
      * nothing checked, every operand in the layout it has.
@@ -120,6 +149,11 @@ public interface GraphPlan {
             @Override
             public boolean lowProducts(String path) {
                 return true;
+            }
+
+            @Override
+            public UnitCast unitCast(String path) {
+                return new UnitCast(true, Layout.AS_IT_IS, false);
             }
 
             @Override

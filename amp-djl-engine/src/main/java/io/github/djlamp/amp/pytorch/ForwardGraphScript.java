@@ -2,6 +2,7 @@ package io.github.djlamp.amp.pytorch;
 
 import io.github.djlamp.amp.compile.ForwardGraph;
 import io.github.djlamp.amp.compile.ForwardOp;
+import io.github.djlamp.amp.compile.GraphPlan;
 import io.github.djlamp.amp.policy.Precision;
 import java.util.Arrays;
 import java.util.HashSet;
@@ -311,6 +312,13 @@ final class ForwardGraphScript {
                     + AmpKernelScript.FLOAT
                     + ")";
         }
+        if (op instanceof ForwardOp.UnitInput u) {
+            boolean isLow = lowValues.contains(u.in());
+            lowValues.add(u.out());
+            return isLow && !u.relayout()
+                    ? value(u.in())
+                    : unitCast(value(u.in()), low, u.layout());
+        }
         if (op instanceof ForwardOp.ToLow t) {
             boolean isLow = lowValues.contains(t.in());
             lowValues.add(t.out());
@@ -359,6 +367,24 @@ final class ForwardGraphScript {
                 + cast
                 + ", "
                 + AmpKernelScript.dtypeCode(precision)
+                + ", False, False, "
+                + format
+                + ")";
+    }
+
+    /** A unit's input cast as its stage casts it ({@code PtAmpBackend.cast}). */
+    private static String unitCast(String expression, Precision low, GraphPlan.Layout layout) {
+        String format =
+                switch (layout) {
+                    case AS_IT_IS -> "1";
+                    case CONTIGUOUS -> String.valueOf(CONTIGUOUS);
+                    case CHANNELS_LAST ->
+                            CHANNELS_LAST + " if " + expression + ".dim() == 4 else 1";
+                };
+        return "torch.to("
+                + expression
+                + ", "
+                + AmpKernelScript.dtypeCode(low)
                 + ", False, False, "
                 + format
                 + ")";

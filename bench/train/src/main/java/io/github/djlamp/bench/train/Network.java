@@ -14,7 +14,8 @@ import java.util.Locale;
 
 /**
  * The networks benchmarked, each with 10 classes: DJL's model-zoo ResNetV1 on 32x32 (or 224x224)
- * images, a stack of DJL's transformer encoder blocks on random sequences, and a d2l-style CNN.
+ * images, a stack of DJL's transformer encoder blocks on random sequences, a d2l-style CNN and
+ * d2l-java's ResNet-18.
  */
 public enum Network {
     /** ResNetV1 with 18 layers on 1x32x32 images. */
@@ -40,7 +41,12 @@ public enum Network {
      * Issue 29's d2l-style network ({@link D2lCnn}: VGG blocks with BatchNorm, every ReLU written
      * {@code .add(Activation::relu)}) on 1x32x32 images.
      */
-    D2L_CNN("d2l-cnn", 6, new Shape(1, 32, 32));
+    D2L_CNN("d2l-cnn", 6, new Shape(1, 32, 32)),
+    /**
+     * ResNet-18 as d2l-java's chapter 7.6 writes it ({@link D2lResNet}: residual units of the
+     * user's own, joined by a lambda) on 1x32x32 images.
+     */
+    D2L_RESNET18("d2l-resnet18", 18, new Shape(1, 32, 32));
 
     /** The number of classes of every network. */
     public static final int CLASSES = 10;
@@ -74,6 +80,9 @@ public enum Network {
      * @return the description
      */
     public String describe() {
+        if (this == D2L_RESNET18) {
+            return "d2l-java's ResNet-18 (its Residual units, a lambda join), " + shapeText();
+        }
         if (this == D2L_CNN) {
             return "d2l-style CNN (VGG blocks with BatchNorm, Activation::relu), " + shapeText();
         }
@@ -108,6 +117,9 @@ public enum Network {
     public Block build() {
         if (this == D2L_CNN) {
             return D2lCnn.build(CLASSES);
+        }
+        if (this == D2L_RESNET18) {
+            return D2lResNet.build(CLASSES);
         }
         if (isTransformer()) {
             SequentialBlock net = new SequentialBlock();
@@ -181,6 +193,6 @@ public enum Network {
                 "Unknown network '"
                         + key
                         + "'; use resnet18, resnet50, resnet50-224, transformer,"
-                        + " transformer-256 or d2l-cnn");
+                        + " transformer-256, d2l-cnn or d2l-resnet18");
     }
 }

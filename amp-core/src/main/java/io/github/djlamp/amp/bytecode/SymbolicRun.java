@@ -1,0 +1,358 @@
+package io.github.djlamp.amp.bytecode;
+
+import ai.djl.nn.Block;
+import ai.djl.util.Pair;
+import io.github.djlamp.amp.bytecode.ForwardCode.UnreadableException;
+import java.lang.reflect.Field;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Objects;
+import org.objectweb.asm.Opcodes;
+import org.objectweb.asm.Type;
+import org.objectweb.asm.tree.AbstractInsnNode;
+import org.objectweb.asm.tree.FieldInsnNode;
+import org.objectweb.asm.tree.InsnList;
+import org.objectweb.asm.tree.IntInsnNode;
+import org.objectweb.asm.tree.JumpInsnNode;
+import org.objectweb.asm.tree.MethodInsnNode;
+import org.objectweb.asm.tree.MethodNode;
+import org.objectweb.asm.tree.TypeInsnNode;
+import org.objectweb.asm.tree.VarInsnNode;
+
+/**
+ * One symbolic run of a method for {@link ForwardCode}: each instruction applied to values that
+ * stand for what the code holds (the block's store and training flag, lists of the graph's values,
+ * the block's children), each operation it computes told to the graph as it is met.
+ */
+final class SymbolicRun {
+
+    private static final String NDLIST = "ai/djl/ndarray/NDList";
+    private static final String NDARRAY = "ai/djl/ndarray/NDArray";
+    private static final String NDARRAY_EX = "ai/djl/ndarray/internal/NDArrayEx";
+    private static final String ACTIVATION = "ai/djl/nn/Activation";
+    private static final String FORWARD =
+            "(Lai/djl/training/ParameterStore;Lai/djl/ndarray/NDList;Z)Lai/djl/ndarray/NDList;";
+    private static final List<String> POINTWISE = List.of("relu", "sigmoid", "tanh");
+
+    /** The most instructions one reading follows: straight-line code is short. */
+    private static final int MAX_STEPS = 2000;
+
+    /** What the method's parameters and the null constant stand for. */
+    enum Special {
+        THIS,
+        STORE,
+        TRAINING,
+        PARAMS,
+        NULL
+    }
+
+    /** An NDList of the graph's values. */
+    record Arrays(List<Integer> values) {}
+
+    /** The join's argument: one NDList per branch. */
+    record Lists(List<Arrays> lists) {}
+
+    /** An array a reading made, or the result of getNDArrayInternal. */
+    private record Value(int value, boolean internal) {}
+
+    private record Child(Block block, String name) {}
+
+    private record Constant(int value) {}
+
+    /** A {@code new NDArray[n]} being filled. */
+    private record ArrayBuffer(Integer[] items) {}
+
+    /** A {@code new NDList} before its constructor; the constructor fills it. */
+    private static final class Uninitialized {
+        Arrays made;
+    }
+
+    private final Block block;
+    private final ForwardCode.Operations operations;
+    private final List<Object> stack = new ArrayList<>();
+
+    SymbolicRun(Block block, ForwardCode.Operations operations) {
+        this.block = block;
+        this.operations = operations;
+    }
+
+    int result(MethodNode method, Object[] locals) {
+        InsnList code = method.instructions;
+        AbstractInsnNode insn = code.getFirst();
+        for (int steps = 0; insn != null; steps++) {
+            if (steps > MAX_STEPS) {
+                throw new UnreadableException("its code runs longer than straight-line code");
+            }
+            AbstractInsnNode next = insn.getNext();
+            int opcode = insn.getOpcode();
+            if (opcode < 0) {
+                insn = next;
+                continue;
+            }
+            switch (opcode) {
+                case Opcodes.ALOAD, Opcodes.ILOAD -> push(local(locals, insn));
+                case Opcodes.ASTORE -> locals[((VarInsnNode) insn).var] = pop();
+                case Opcodes.ACONST_NULL -> push(Special.NULL);
+                case Opcodes.ICONST_0,
+                                Opcodes.ICONST_1,
+                                Opcodes.ICONST_2,
+                                Opcodes.ICONST_3,
+                                Opcodes.ICONST_4,
+                                Opcodes.ICONST_5 ->
+                        push(new Constant(opcode - Opcodes.ICONST_0));
+                case Opcodes.BIPUSH, Opcodes.SIPUSH ->
+                        push(new Constant(((IntInsnNode) insn).operand));
+                case Opcodes.DUP -> push(stack.get(stack.size() - 1));
+                case Opcodes.POP -> pop();
+                case Opcodes.CHECKCAST -> {}
+                case Opcodes.GETFIELD -> push(field((FieldInsnNode) insn, pop()));
+                case Opcodes.IFNULL, Opcodes.IFNONNULL -> {
+                    boolean isNull = pop() == Special.NULL;
+                    if (isNull == (opcode == Opcodes.IFNULL)) {
+                        next = jump(code, insn, ((JumpInsnNode) insn));
+                    }
+                }
+                case Opcodes.GOTO -> next = jump(code, insn, (JumpInsnNode) insn);
+                case Opcodes.NEW -> push(created((TypeInsnNode) insn));
+                case Opcodes.ANEWARRAY -> push(buffer((TypeInsnNode) insn, pop()));
+                case Opcodes.AASTORE -> store();
+                case Opcodes.INVOKEVIRTUAL,
+                                Opcodes.INVOKEINTERFACE,
+                                Opcodes.INVOKESTATIC,
+                                Opcodes.INVOKESPECIAL ->
+                        call((MethodInsnNode) insn);
+                case Opcodes.ARETURN -> {
+                    return output(pop());
+                }
+                default ->
+                        throw new UnreadableException(
+                                insn instanceof JumpInsnNode
+                                        ? "its code branches on something other than whether"
+                                                + " a field holds a block"
+                                        : "its code does what djl-amp does not follow"
+                                                + " (opcode "
+                                                + opcode
+                                                + ")");
+            }
+            insn = next;
+        }
+        throw new UnreadableException("its code ends without a return");
+    }
+
+    private static Object local(Object[] locals, AbstractInsnNode insn) {
+        Object value = locals[((VarInsnNode) insn).var];
+        if (value == null) {
+            throw new UnreadableException("its code reads a local it did not set");
+        }
+        return value;
+    }
+
+    private void push(Object value) {
+        stack.add(value);
+    }
+
+    private Object pop() {
+        if (stack.isEmpty()) {
+            throw new UnreadableException("its code pops more than it pushed");
+        }
+        return stack.remove(stack.size() - 1);
+    }
+
+    private static AbstractInsnNode jump(InsnList code, AbstractInsnNode from, JumpInsnNode to) {
+        if (code.indexOf(to.label) <= code.indexOf(from)) {
+            throw new UnreadableException("its code loops");
+        }
+        return to.label;
+    }
+
+    /** A field of the block: one of its children, or null. */
+    private Object field(FieldInsnNode insn, Object receiver) {
+        if (receiver != Special.THIS) {
+            throw new UnreadableException("its code reads a field of another object");
+        }
+        Object value;
+        try {
+            Class<?> owner =
+                    Class.forName(
+                            Type.getObjectType(insn.owner).getClassName(),
+                            false,
+                            block.getClass().getClassLoader());
+            Field field = owner.getDeclaredField(insn.name);
+            field.setAccessible(true);
+            value = field.get(block);
+        } catch (ReflectiveOperationException | RuntimeException | LinkageError e) {
+            throw new UnreadableException("its field " + insn.name + " cannot be read");
+        }
+        if (value == null) {
+            return Special.NULL;
+        }
+        for (Pair<String, Block> child : block.getChildren()) {
+            if (child.getValue() == value) {
+                return new Child(child.getValue(), child.getKey());
+            }
+        }
+        throw new UnreadableException("its field " + insn.name + " holds no child of the block");
+    }
+
+    private static Object created(TypeInsnNode insn) {
+        if (!NDLIST.equals(insn.desc)) {
+            throw new UnreadableException("its code makes a " + insn.desc.replace('/', '.'));
+        }
+        return new Uninitialized();
+    }
+
+    private static Object buffer(TypeInsnNode insn, Object size) {
+        if (!NDARRAY.equals(insn.desc) || !(size instanceof Constant n) || n.value() > 16) {
+            throw new UnreadableException("its code makes an array other than NDArray[]");
+        }
+        return new ArrayBuffer(new Integer[n.value()]);
+    }
+
+    private void store() {
+        Object value = pop();
+        Object index = pop();
+        Object array = pop();
+        if (!(array instanceof ArrayBuffer buffer)
+                || !(index instanceof Constant i)
+                || !(value instanceof Value v)
+                || v.internal()) {
+            throw new UnreadableException("its code stores into an array other than NDArray[]");
+        }
+        buffer.items()[i.value()] = v.value();
+    }
+
+    private void call(MethodInsnNode call) {
+        String member = call.owner + "." + call.name;
+        if (call.getOpcode() == Opcodes.INVOKESPECIAL) {
+            construct(call);
+        } else if (call.getOpcode() == Opcodes.INVOKESTATIC) {
+            if (!ACTIVATION.equals(call.owner)
+                    || !POINTWISE.contains(call.name)
+                    || !call.desc.equals("(L" + NDARRAY + ";)L" + NDARRAY + ";")) {
+                throw new UnreadableException("its code calls " + javaName(member));
+            }
+            push(new Value(operations.pointwise(call.name, array(pop())), false));
+        } else if (call.name.equals("forward")) {
+            childForward(call);
+        } else if (NDARRAY.equals(call.owner)
+                && call.name.equals("add")
+                && call.desc.equals("(L" + NDARRAY + ";)L" + NDARRAY + ";")) {
+            int b = array(pop());
+            int a = array(pop());
+            push(new Value(operations.add(a, b), false));
+        } else if (NDARRAY.equals(call.owner) && call.name.equals("getNDArrayInternal")) {
+            push(new Value(array(pop()), true));
+        } else if (NDARRAY_EX.equals(call.owner)
+                && POINTWISE.contains(call.name)
+                && call.desc.equals("()L" + NDARRAY + ";")
+                && stack.get(stack.size() - 1) instanceof Value v
+                && v.internal()) {
+            pop();
+            push(new Value(operations.pointwise(call.name, v.value()), false));
+        } else if (call.name.equals("get") && call.desc.equals("(I)Ljava/lang/Object;")) {
+            Object index = pop();
+            push(element(pop(), index));
+        } else if (NDLIST.equals(call.owner)
+                && (call.name.equals("head") || call.name.equals("singletonOrThrow"))) {
+            Object list = pop();
+            if (!(list instanceof Arrays arrays)
+                    || (call.name.equals("singletonOrThrow") && arrays.values().size() != 1)) {
+                throw new UnreadableException(
+                        "its code calls " + javaName(member) + " on a list it cannot read");
+            }
+            push(new Value(arrays.values().get(0), false));
+        } else {
+            throw new UnreadableException("its code calls " + javaName(member));
+        }
+    }
+
+    /** {@code new NDList(arrays...)}. */
+    private void construct(MethodInsnNode call) {
+        if (!NDLIST.equals(call.owner)
+                || !call.name.equals("<init>")
+                || !call.desc.equals("([L" + NDARRAY + ";)V")) {
+            throw new UnreadableException(
+                    "its code calls " + javaName(call.owner + "." + call.name));
+        }
+        Object items = pop();
+        Object target = pop();
+        if (!(items instanceof ArrayBuffer buffer) || !(target instanceof Uninitialized made)) {
+            throw new UnreadableException("its code makes an NDList it cannot read");
+        }
+        List<Integer> values = new ArrayList<>();
+        for (Integer item : buffer.items()) {
+            values.add(Objects.requireNonNull(item, "an NDList with an unset array"));
+        }
+        made.made = new Arrays(List.copyOf(values));
+    }
+
+    /** A child's {@code forward(store, inputs, training)}, with no labels or parameters. */
+    private void childForward(MethodInsnNode call) {
+        if (!call.desc.equals(FORWARD)) {
+            throw new UnreadableException("its code calls a forward with labels or parameters");
+        }
+        Object training = pop();
+        Object inputs = pop();
+        Object store = pop();
+        Object receiver = pop();
+        if (!(receiver instanceof Child child)
+                || store != Special.STORE
+                || training != Special.TRAINING) {
+            throw new UnreadableException(
+                    "its code calls a forward other than a child's with its own store and"
+                            + " training flag");
+        }
+        push(
+                new Arrays(
+                        List.of(
+                                operations.forward(
+                                        child.block(), child.name(), array(list(inputs))))));
+    }
+
+    private static Object element(Object list, Object index) {
+        if (!(index instanceof Constant i)) {
+            throw new UnreadableException("its code reads a list at an index it computes");
+        }
+        if (list instanceof Lists lists && i.value() < lists.lists().size()) {
+            return lists.lists().get(i.value());
+        }
+        if (list instanceof Arrays arrays && i.value() < arrays.values().size()) {
+            return new Value(arrays.values().get(i.value()), false);
+        }
+        throw new UnreadableException("its code reads a list it cannot read");
+    }
+
+    private static Arrays list(Object value) {
+        Object resolved = value instanceof Uninitialized u ? u.made : value;
+        if (resolved instanceof Arrays arrays) {
+            return arrays;
+        }
+        throw new UnreadableException("its code passes on something other than an NDList");
+    }
+
+    /** The one array of an NDList, or the array itself. */
+    private static int array(Object value) {
+        if (value instanceof Value v && !v.internal()) {
+            return v.value();
+        }
+        if (value instanceof Arrays || value instanceof Uninitialized) {
+            List<Integer> values = list(value).values();
+            if (values.size() == 1) {
+                return values.get(0);
+            }
+        }
+        throw new UnreadableException("its code computes on something other than one array");
+    }
+
+    private static int output(Object value) {
+        List<Integer> values = list(value).values();
+        if (values.size() != 1) {
+            throw new UnreadableException("it returns " + values.size() + " arrays");
+        }
+        return values.get(0);
+    }
+
+    private static String javaName(String member) {
+        return member.replace('/', '.');
+    }
+}
