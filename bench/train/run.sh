@@ -30,7 +30,7 @@
 #                                at BATCHES (default 8,32,64), REPEAT processes each (default 1);
 #                                writes bench/train/target/RESULTS-memory.md (RESULTS.md is not touched)
 #   bench/train/run.sh --host     issue 41's host profile: where a training step's host time goes at
-#                                overhead-bound shapes (ResNetV1-18 1x32x32, d2l-java's ResNet-18 1x32x32, the 6-block
+#                                overhead-bound shapes (ResNetV1-18 1x32x32, d2l-java's ResNet-18 1x64x64, the 6-block
 #                                transformer 64x64, batch 1, one intra-op thread unless THREADS says
 #                                otherwise, STEPS per window, default 30): Java (djl-amp's, DJL's) and
 #                                native calls from the JDK's sampler, then libtorch's operations per

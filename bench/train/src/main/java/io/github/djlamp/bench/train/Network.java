@@ -44,9 +44,10 @@ public enum Network {
     D2L_CNN("d2l-cnn", 6, new Shape(1, 32, 32)),
     /**
      * ResNet-18 as d2l-java's chapter 7.6 writes it ({@link D2lResNet}: residual units of the
-     * user's own, joined by a lambda) on 1x32x32 images.
+     * user's own, joined by a lambda) on 1x64x64 images (at 32x32 its last stage is 1x1, where
+     * BatchNorm cannot train at batch 1).
      */
-    D2L_RESNET18("d2l-resnet18", 18, new Shape(1, 32, 32));
+    D2L_RESNET18("d2l-resnet18", 18, new Shape(1, 64, 64));
 
     /** The number of classes of every network. */
     public static final int CLASSES = 10;
