@@ -23,7 +23,8 @@ import org.objectweb.asm.tree.MethodNode;
  * that block (each must hold one of its children, or null), so a branch on a null field follows the
  * way it goes for this block. What it may do: move values through locals, read elements of lists,
  * make an {@code NDList} of arrays, call its children's {@code forward} with the store, input and
- * training flag it was given, add two arrays, and apply relu, sigmoid or tanh. Anything else (a
+ * training flag it was given, add two arrays, apply relu, sigmoid or tanh, and concatenate the
+ * heads of a join's lists as d2l-java's GoogLeNet does ({@link JoinStreams}). Anything else (a
  * loop, another call, a constant array, a second output) stops the reading with what it met.
  */
 public final class ForwardCode {
@@ -64,6 +65,15 @@ public final class ForwardCode {
          * @return the result's value
          */
         int pointwise(String function, int input);
+
+        /**
+         * Arrays joined along an axis, as DJL's {@code NDArrays.concat}.
+         *
+         * @param inputs the values, in order
+         * @param axis the axis
+         * @return the result's value
+         */
+        int concat(List<Integer> inputs, int axis);
     }
 
     /** Why a forward or join could not be read: what the reading met. */
@@ -118,6 +128,20 @@ public final class ForwardCode {
         return new SymbolicRun(block, operations).result(method, locals);
     }
 
+    /** Whether every candidate's body reads whole, with no captured values. */
+    private static boolean readsWhole(
+            List<LambdaSites.Site> sites, Object join, List<Integer> branches) {
+        Class<?> capturing = LambdaSites.capturingClass(join.getClass());
+        for (LambdaSites.Site site : sites) {
+            try {
+                body(site, capturing, branches, new Counting());
+            } catch (UnreadableException e) {
+                return false;
+            }
+        }
+        return true;
+    }
+
     /**
      * Reads the join of {@code block}, a lambda without captured values, on its branches' outputs.
      *
@@ -143,16 +167,27 @@ public final class ForwardCode {
                             .filter(s -> s.implementation().getDesc().equals(JOIN_BODY))
                             .toList();
         }
-        if (sites != null && sites.size() > 1) {
-            sites = LambdaProbe.narrow(join, LambdaSites.Use.JOIN, sites);
+        if (sites != null && sites.size() > 1 && readsWhole(sites, join, branches)) {
+            // bodies that only read lists before their first array call: the probe tells
+            sites = LambdaProbe.narrowJoin(join, branches.size(), sites);
         }
-        if (sites == null || sites.size() != 1 || !sites.get(0).captured().isEmpty()) {
+        if (sites == null || sites.size() != 1) {
             throw new UnreadableException("a join that is not one lambda without captured values");
         }
-        Handle implementation = sites.get(0).implementation();
-        Class<?> capturing = LambdaSites.capturingClass(join.getClass());
+        return body(
+                sites.get(0), LambdaSites.capturingClass(join.getClass()), branches, operations);
+    }
+
+    /** Reads the body of a join's lambda site on the branches' outputs. */
+    private static int body(
+            LambdaSites.Site site,
+            Class<?> capturing,
+            List<Integer> branches,
+            Operations operations) {
+        Handle implementation = site.implementation();
         MethodNode method =
-                implementation.getTag() == Opcodes.H_INVOKESTATIC
+                site.captured().isEmpty()
+                                && implementation.getTag() == Opcodes.H_INVOKESTATIC
                                 && implementation.getOwner().equals(Type.getInternalName(capturing))
                         ? SafeLambdaBodies.methodsOf(capturing)
                                 .get(implementation.getName() + implementation.getDesc())
@@ -166,6 +201,31 @@ public final class ForwardCode {
         }
         Object[] locals = new Object[Math.max(1, method.maxLocals)];
         locals[0] = new SymbolicRun.Lists(lists);
-        return new SymbolicRun(block, operations).result(method, locals);
+        return new SymbolicRun(null, operations).result(method, locals);
+    }
+
+    /** What a reading that writes nothing answers: a new value for each operation. */
+    private static final class Counting implements Operations {
+        private int values = 1_000_000;
+
+        @Override
+        public int forward(Block child, String name, int input) {
+            throw new UnreadableException("its join calls a block");
+        }
+
+        @Override
+        public int add(int a, int b) {
+            return values++;
+        }
+
+        @Override
+        public int pointwise(String function, int input) {
+            return values++;
+        }
+
+        @Override
+        public int concat(List<Integer> inputs, int axis) {
+            return values++;
+        }
     }
 }

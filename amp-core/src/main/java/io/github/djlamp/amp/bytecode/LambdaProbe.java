@@ -108,6 +108,34 @@ public final class LambdaProbe {
         return made.isEmpty() ? candidates : made;
     }
 
+    /**
+     * Returns the candidates that made the join {@code function} of a ParallelBlock of {@code
+     * branches} branches: the one whose implementation the probe meets. Only for candidates whose
+     * bodies {@link ForwardCode} reads whole, which do nothing but read lists and make lists before
+     * their first call on an array.
+     *
+     * @param function the join
+     * @param branches how many lists it is applied to
+     * @param candidates the sites that may have made it, each read whole
+     * @return the sites that made it, or all of them when the probe meets none
+     */
+    static List<Site> narrowJoin(Object function, int branches, List<Site> candidates) {
+        String[] implementation = run(function, Use.JOIN, branches);
+        if (implementation == null) {
+            return candidates;
+        }
+        List<Site> made = new ArrayList<>();
+        for (Site site : candidates) {
+            Handle handle = site.implementation();
+            if (handle.getOwner().equals(implementation[0])
+                    && handle.getName().equals(implementation[1])
+                    && handle.getDesc().equals(implementation[2])) {
+                made.add(site);
+            }
+        }
+        return made.isEmpty() ? candidates : made;
+    }
+
     /** Whether a site captures an array or a list of them: values the probe cannot stand for. */
     private static boolean capturesArrays(Site site) {
         for (String captured : site.captured()) {
@@ -122,6 +150,12 @@ public final class LambdaProbe {
     /** Owner, name and descriptor of the method that called the probe from {@code function}. */
     @SuppressWarnings("unchecked")
     private static String[] run(Object function, Use destination) {
+        return run(function, destination, 1);
+    }
+
+    /** As {@link #run(Object, Use)}; a join is applied to {@code branches} lists of the probe. */
+    @SuppressWarnings("unchecked")
+    private static String[] run(Object function, Use destination, int branches) {
         NDArray probe =
                 (NDArray)
                         Proxy.newProxyInstance(
@@ -130,7 +164,16 @@ public final class LambdaProbe {
                                 (proxy, method, args) -> {
                                     throw new Reached(caller());
                                 });
-        Object argument = destination == Use.SINGLETON ? probe : new NDList(probe);
+        Object argument;
+        if (destination == Use.JOIN) {
+            List<NDList> lists = new ArrayList<>();
+            for (int i = 0; i < branches; i++) {
+                lists.add(new NDList(probe));
+            }
+            argument = lists;
+        } else {
+            argument = destination == Use.SINGLETON ? probe : new NDList(probe);
+        }
         try {
             ((Function<Object, Object>) function).apply(argument);
         } catch (Reached reached) {

@@ -6,13 +6,13 @@ import io.github.djlamp.amp.bytecode.ForwardCode.UnreadableException;
 import java.lang.reflect.Field;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Objects;
 import org.objectweb.asm.Opcodes;
 import org.objectweb.asm.Type;
 import org.objectweb.asm.tree.AbstractInsnNode;
 import org.objectweb.asm.tree.FieldInsnNode;
 import org.objectweb.asm.tree.InsnList;
 import org.objectweb.asm.tree.IntInsnNode;
+import org.objectweb.asm.tree.InvokeDynamicInsnNode;
 import org.objectweb.asm.tree.JumpInsnNode;
 import org.objectweb.asm.tree.MethodInsnNode;
 import org.objectweb.asm.tree.MethodNode;
@@ -53,11 +53,11 @@ final class SymbolicRun {
     record Lists(List<Arrays> lists) {}
 
     /** An array a reading made, or the result of getNDArrayInternal. */
-    private record Value(int value, boolean internal) {}
+    record Value(int value, boolean internal) {}
 
     private record Child(Block block, String name) {}
 
-    private record Constant(int value) {}
+    record Constant(int value) {}
 
     /** A {@code new NDArray[n]} being filled. */
     private record ArrayBuffer(Integer[] items) {}
@@ -121,6 +121,8 @@ final class SymbolicRun {
                                 Opcodes.INVOKESTATIC,
                                 Opcodes.INVOKESPECIAL ->
                         call((MethodInsnNode) insn);
+                case Opcodes.INVOKEDYNAMIC ->
+                        push(JoinStreams.function((InvokeDynamicInsnNode) insn));
                 case Opcodes.ARETURN -> {
                     return output(pop());
                 }
@@ -225,6 +227,8 @@ final class SymbolicRun {
         String member = call.owner + "." + call.name;
         if (call.getOpcode() == Opcodes.INVOKESPECIAL) {
             construct(call);
+        } else if (call.getOpcode() == Opcodes.INVOKESTATIC && JoinStreams.isStatic(call)) {
+            JoinStreams.callStatic(call, stack, operations);
         } else if (call.getOpcode() == Opcodes.INVOKESTATIC) {
             if (!ACTIVATION.equals(call.owner)
                     || !POINTWISE.contains(call.name)
@@ -232,6 +236,8 @@ final class SymbolicRun {
                 throw new UnreadableException("its code calls " + javaName(member));
             }
             push(new Value(operations.pointwise(call.name, array(pop())), false));
+        } else if (JoinStreams.isStreamCall(call)) {
+            JoinStreams.call(call, stack);
         } else if (call.name.equals("forward")) {
             childForward(call);
         } else if (NDARRAY.equals(call.owner)
@@ -268,20 +274,30 @@ final class SymbolicRun {
 
     /** {@code new NDList(arrays...)}. */
     private void construct(MethodInsnNode call) {
+        boolean ofCollection = call.desc.equals("(Ljava/util/Collection;)V");
         if (!NDLIST.equals(call.owner)
                 || !call.name.equals("<init>")
-                || !call.desc.equals("([L" + NDARRAY + ";)V")) {
+                || !(ofCollection || call.desc.equals("([L" + NDARRAY + ";)V"))) {
             throw new UnreadableException(
                     "its code calls " + javaName(call.owner + "." + call.name));
         }
         Object items = pop();
         Object target = pop();
+        if (ofCollection
+                && items instanceof Arrays arrays
+                && target instanceof Uninitialized made) {
+            made.made = arrays;
+            return;
+        }
         if (!(items instanceof ArrayBuffer buffer) || !(target instanceof Uninitialized made)) {
             throw new UnreadableException("its code makes an NDList it cannot read");
         }
         List<Integer> values = new ArrayList<>();
         for (Integer item : buffer.items()) {
-            values.add(Objects.requireNonNull(item, "an NDList with an unset array"));
+            if (item == null) {
+                throw new UnreadableException("its code makes an NDList with an unset array");
+            }
+            values.add(item);
         }
         made.made = new Arrays(List.copyOf(values));
     }
@@ -322,7 +338,7 @@ final class SymbolicRun {
         throw new UnreadableException("its code reads a list it cannot read");
     }
 
-    private static Arrays list(Object value) {
+    static Arrays list(Object value) {
         Object resolved = value instanceof Uninitialized u ? u.made : value;
         if (resolved instanceof Arrays arrays) {
             return arrays;

@@ -1,5 +1,7 @@
 package io.github.djlamp.amp.compile;
 
+import java.util.List;
+
 /**
  * One operation of a {@link ForwardGraph}, in the terms of DJL's PyTorch engine calls it stands
  * for. Values are numbered: 0 is the input, each operation writes the value {@code out}; parameters
@@ -91,6 +93,12 @@ public sealed interface ForwardOp {
 
     /** ResNetV1's residual join: {@code relu(a + b)}, in fp32 where {@code fp32} says so. */
     record AddRelu(int out, int a, int b, boolean fp32) implements ForwardOp {}
+
+    /**
+     * DJL's {@code NDArrays.concat}: the values joined along {@code axis}, 16-bit where all are
+     * (PyTorch's promotion).
+     */
+    record Concat(int out, List<Integer> in, int axis) implements ForwardOp {}
 
     /** The cast to fp32 an FP32 stage makes of its input (none where it is fp32 already). */
     record ToFp32(int out, int in) implements ForwardOp {}

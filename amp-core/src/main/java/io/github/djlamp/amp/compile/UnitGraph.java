@@ -167,6 +167,11 @@ final class UnitGraph {
             public int pointwise(String function, int input) {
                 return graph.emit(o -> new ForwardOp.Pointwise(o, input, function));
             }
+
+            @Override
+            public int concat(List<Integer> inputs, int axis) {
+                return graph.emit(o -> new ForwardOp.Concat(o, List.copyOf(inputs), axis));
+            }
         };
     }
 }

@@ -285,6 +285,18 @@ final class ForwardGraphScript {
             both(m.out(), m.a(), m.b(), lowValues);
             return "torch.matmul(" + value(m.a()) + ", " + value(m.b()) + ")";
         }
+        if (op instanceof ForwardOp.Concat c) {
+            if (lowValues.containsAll(c.in())) {
+                lowValues.add(c.out());
+            }
+            return "torch.cat("
+                    + c.in().stream()
+                            .map(ForwardGraphScript::value)
+                            .collect(Collectors.joining(", ", "[", "]"))
+                    + ", "
+                    + c.axis()
+                    + ")";
+        }
         if (op instanceof ForwardOp.Add a) {
             both(a.out(), a.a(), a.b(), lowValues);
             return "torch.add(" + value(a.a()) + ", " + value(a.b()) + ")";

@@ -9,6 +9,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDArrays;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
@@ -31,13 +32,15 @@ import io.github.djlamp.amp.verify.KernelVerification;
 import java.util.Arrays;
 import java.util.List;
 import java.util.function.Supplier;
+import java.util.stream.Collectors;
 import org.junit.jupiter.api.Test;
 
 /**
  * Blocks a user writes, compiled: a residual unit as d2l-java writes it (an AbstractBlock whose
  * forward hands its input to a ParallelBlock joined by a lambda of its own: add, then relu), one
  * written by hand (children called through its fields, the shortcut chosen by whether a field is
- * null), and a user's join in a container. djl-amp runs the first two as one 16-bit unit and reads
+ * null), and a user's join in a container, among them d2l-java's GoogLeNet's, which concatenates
+ * its branches' heads through a stream. djl-amp runs the first two as one 16-bit unit and reads
  * their code; compiled, each network is one native call, bitwise DJL's eager fp32 and djl-amp's
  * eager bf16, and code it cannot read runs eagerly, named with what it calls.
  */
@@ -94,6 +97,17 @@ class CompiledUserBlocksTest {
     void aUserJoinInAContainerInBf16IsTheEagerBf16Wrapper() {
         assertBf16AsEager(
                 CompiledUserBlocksTest::userJoin, KernelVerification.OFF, "mixed_bfloat16");
+    }
+
+    @Test
+    void inceptionBlocksJoinedByAStreamAreBitwiseDjl() {
+        assertFp32Bitwise(CompiledUserBlocksTest::googLeNet);
+    }
+
+    @Test
+    void inceptionBlocksJoinedByAStreamInBf16AreTheEagerBf16Wrapper() {
+        assertBf16AsEager(
+                CompiledUserBlocksTest::googLeNet, KernelVerification.OFF, "mixed_bfloat16");
     }
 
     /**
@@ -159,6 +173,36 @@ class CompiledUserBlocksTest {
                 .add(Activation::relu)
                 .add(Blocks.batchFlattenBlock())
                 .add(Linear.builder().setUnits(3).build());
+    }
+
+    /** Two Inception blocks as d2l-java's GoogLeNet writes them, their branches concatenated. */
+    private static Block googLeNet() {
+        return stem().add(inception(2, 3, 2))
+                .add(inception(3, 2, 2))
+                .add(Pool.globalAvgPool2dBlock())
+                .add(Linear.builder().setUnits(3).build());
+    }
+
+    private static ParallelBlock inception(int c1, int c2, int c3) {
+        SequentialBlock p1 = new SequentialBlock().add(convolution(c1, 1, 1)).add(Activation::relu);
+        SequentialBlock p2 =
+                new SequentialBlock()
+                        .add(convolution(c2, 1, 1))
+                        .add(Activation::relu)
+                        .add(convolution(c2, 3, 1))
+                        .add(Activation::relu);
+        SequentialBlock p3 =
+                new SequentialBlock()
+                        .add(Pool.maxPool2dBlock(new Shape(3, 3), new Shape(1, 1), new Shape(1, 1)))
+                        .add(convolution(c3, 1, 1))
+                        .add(Activation::relu);
+        return new ParallelBlock(
+                list -> {
+                    List<NDArray> heads =
+                            list.stream().map(NDList::head).collect(Collectors.toList());
+                    return new NDList(NDArrays.concat(new NDList(heads), 1));
+                },
+                Arrays.asList(p1, p2, p3));
     }
 
     private static SequentialBlock stem() {
