@@ -1,13 +1,10 @@
 package io.github.djlamp.amp.bytecode;
 
 import ai.djl.nn.Block;
-import ai.djl.util.Pair;
 import io.github.djlamp.amp.bytecode.ForwardCode.UnreadableException;
-import java.lang.reflect.Field;
 import java.util.ArrayList;
 import java.util.List;
 import org.objectweb.asm.Opcodes;
-import org.objectweb.asm.Type;
 import org.objectweb.asm.tree.AbstractInsnNode;
 import org.objectweb.asm.tree.FieldInsnNode;
 import org.objectweb.asm.tree.InsnList;
@@ -34,7 +31,7 @@ final class SymbolicRun {
             "(Lai/djl/training/ParameterStore;Lai/djl/ndarray/NDList;Z)Lai/djl/ndarray/NDList;";
     private static final List<String> POINTWISE = List.of("relu", "sigmoid", "tanh");
 
-    /** The most instructions one reading follows: straight-line code is short. */
+    /** The most instructions one reading follows: a walk over a block's children is short. */
     private static final int MAX_STEPS = 2000;
 
     /** What the method's parameters and the null constant stand for. */
@@ -55,7 +52,7 @@ final class SymbolicRun {
     /** An array a reading made, or the result of getNDArrayInternal. */
     record Value(int value, boolean internal) {}
 
-    private record Child(Block block, String name) {}
+    record Child(Block block, String name) {}
 
     record Constant(int value) {}
 
@@ -81,7 +78,7 @@ final class SymbolicRun {
         AbstractInsnNode insn = code.getFirst();
         for (int steps = 0; insn != null; steps++) {
             if (steps > MAX_STEPS) {
-                throw new UnreadableException("its code runs longer than straight-line code");
+                throw new UnreadableException("its code runs longer than a walk over its children");
             }
             AbstractInsnNode next = insn.getNext();
             int opcode = insn.getOpcode();
@@ -105,14 +102,26 @@ final class SymbolicRun {
                 case Opcodes.DUP -> push(stack.get(stack.size() - 1));
                 case Opcodes.POP -> pop();
                 case Opcodes.CHECKCAST -> {}
-                case Opcodes.GETFIELD -> push(field((FieldInsnNode) insn, pop()));
+                case Opcodes.GETFIELD ->
+                        push(ChildViews.field(block, (FieldInsnNode) insn, pop() == Special.THIS));
                 case Opcodes.IFNULL, Opcodes.IFNONNULL -> {
                     boolean isNull = pop() == Special.NULL;
                     if (isNull == (opcode == Opcodes.IFNULL)) {
-                        next = jump(code, insn, ((JumpInsnNode) insn));
+                        next = ((JumpInsnNode) insn).label;
                     }
                 }
-                case Opcodes.GOTO -> next = jump(code, insn, (JumpInsnNode) insn);
+                case Opcodes.IFEQ, Opcodes.IFNE -> {
+                    // only a condition the reading knows: an iterator over a block's children
+                    if (!(pop() instanceof Constant condition)) {
+                        throw new UnreadableException(
+                                "its code branches on something other than whether a field holds"
+                                        + " a block or children are left");
+                    }
+                    if ((condition.value() == 0) == (opcode == Opcodes.IFEQ)) {
+                        next = ((JumpInsnNode) insn).label;
+                    }
+                }
+                case Opcodes.GOTO -> next = ((JumpInsnNode) insn).label;
                 case Opcodes.NEW -> push(created((TypeInsnNode) insn));
                 case Opcodes.ANEWARRAY -> push(buffer((TypeInsnNode) insn, pop()));
                 case Opcodes.AASTORE -> store();
@@ -160,42 +169,6 @@ final class SymbolicRun {
         return stack.remove(stack.size() - 1);
     }
 
-    private static AbstractInsnNode jump(InsnList code, AbstractInsnNode from, JumpInsnNode to) {
-        if (code.indexOf(to.label) <= code.indexOf(from)) {
-            throw new UnreadableException("its code loops");
-        }
-        return to.label;
-    }
-
-    /** A field of the block: one of its children, or null. */
-    private Object field(FieldInsnNode insn, Object receiver) {
-        if (receiver != Special.THIS) {
-            throw new UnreadableException("its code reads a field of another object");
-        }
-        Object value;
-        try {
-            Class<?> owner =
-                    Class.forName(
-                            Type.getObjectType(insn.owner).getClassName(),
-                            false,
-                            block.getClass().getClassLoader());
-            Field field = owner.getDeclaredField(insn.name);
-            field.setAccessible(true);
-            value = field.get(block);
-        } catch (ReflectiveOperationException | RuntimeException | LinkageError e) {
-            throw new UnreadableException("its field " + insn.name + " cannot be read");
-        }
-        if (value == null) {
-            return Special.NULL;
-        }
-        for (Pair<String, Block> child : block.getChildren()) {
-            if (child.getValue() == value) {
-                return new Child(child.getValue(), child.getKey());
-            }
-        }
-        throw new UnreadableException("its field " + insn.name + " holds no child of the block");
-    }
-
     private static Object created(TypeInsnNode insn) {
         if (!NDLIST.equals(insn.desc)) {
             throw new UnreadableException("its code makes a " + insn.desc.replace('/', '.'));
@@ -236,6 +209,8 @@ final class SymbolicRun {
                 throw new UnreadableException("its code calls " + javaName(member));
             }
             push(new Value(operations.pointwise(call.name, array(pop())), false));
+        } else if (ChildViews.isViewCall(call)) {
+            ChildViews.call(call, stack);
         } else if (JoinStreams.isStreamCall(call)) {
             JoinStreams.call(call, stack);
         } else if (call.name.equals("forward")) {
@@ -261,7 +236,8 @@ final class SymbolicRun {
         } else if (NDLIST.equals(call.owner)
                 && (call.name.equals("head") || call.name.equals("singletonOrThrow"))) {
             Object list = pop();
-            if (!(list instanceof Arrays arrays)
+            Object resolved = list instanceof Uninitialized made ? made.made : list;
+            if (!(resolved instanceof Arrays arrays)
                     || (call.name.equals("singletonOrThrow") && arrays.values().size() != 1)) {
                 throw new UnreadableException(
                         "its code calls " + javaName(member) + " on a list it cannot read");
@@ -325,7 +301,8 @@ final class SymbolicRun {
                                         child.block(), child.name(), array(list(inputs))))));
     }
 
-    private static Object element(Object list, Object index) {
+    private static Object element(Object value, Object index) {
+        Object list = value instanceof Uninitialized made ? made.made : value;
         if (!(index instanceof Constant i)) {
             throw new UnreadableException("its code reads a list at an index it computes");
         }

@@ -40,9 +40,10 @@ import org.junit.jupiter.api.Test;
  * forward hands its input to a ParallelBlock joined by a lambda of its own: add, then relu), one
  * written by hand (children called through its fields, the shortcut chosen by whether a field is
  * null), and a user's join in a container, among them d2l-java's GoogLeNet's, which concatenates
- * its branches' heads through a stream. djl-amp runs the first two as one 16-bit unit and reads
- * their code; compiled, each network is one native call, bitwise DJL's eager fp32 and djl-amp's
- * eager bf16, and code it cannot read runs eagerly, named with what it calls.
+ * its branches' heads through a stream, and a dense block that walks its children. djl-amp runs the
+ * first two as one 16-bit unit and reads their code; compiled, each network is one native call,
+ * bitwise DJL's eager fp32 and djl-amp's eager bf16, and code it cannot read runs eagerly, named
+ * with what it calls.
  */
 class CompiledUserBlocksTest {
 
@@ -108,6 +109,17 @@ class CompiledUserBlocksTest {
     void inceptionBlocksJoinedByAStreamInBf16AreTheEagerBf16Wrapper() {
         assertBf16AsEager(
                 CompiledUserBlocksTest::googLeNet, KernelVerification.OFF, "mixed_bfloat16");
+    }
+
+    @Test
+    void denseBlocksThatWalkTheirChildrenAreBitwiseDjl() {
+        assertFp32Bitwise(CompiledUserBlocksTest::denseNet);
+    }
+
+    @Test
+    void denseBlocksThatWalkTheirChildrenInBf16AreTheEagerBf16Wrapper() {
+        assertBf16AsEager(
+                CompiledUserBlocksTest::denseNet, KernelVerification.OFF, "mixed_bfloat16");
     }
 
     /**
@@ -203,6 +215,18 @@ class CompiledUserBlocksTest {
                     return new NDList(NDArrays.concat(new NDList(heads), 1));
                 },
                 Arrays.asList(p1, p2, p3));
+    }
+
+    /** Two dense blocks as d2l-java's DenseNet writes them, a transition between. */
+    private static Block denseNet() {
+        return stem().add(new DenseBlock(2, 3))
+                .add(BatchNorm.builder().build())
+                .add(Activation::relu)
+                .add(convolution(4, 1, 1))
+                .add(Pool.avgPool2dBlock(new Shape(2, 2), new Shape(2, 2)))
+                .add(new DenseBlock(2, 2))
+                .add(Pool.globalAvgPool2dBlock())
+                .add(Linear.builder().setUnits(3).build());
     }
 
     private static SequentialBlock stem() {
@@ -365,6 +389,59 @@ class CompiledUserBlocksTest {
             }
             if (projection != null) {
                 projection.initialize(manager, dataType, inputShapes);
+            }
+        }
+    }
+
+    /**
+     * A dense block as d2l-java writes one: its convolution blocks registered one by one and listed
+     * in a SequentialBlock it walks, each output concatenated to the input.
+     */
+    public static final class DenseBlock extends AbstractBlock {
+
+        private final SequentialBlock net = new SequentialBlock();
+
+        DenseBlock(int convolutions, int channels) {
+            for (int i = 0; i < convolutions; i++) {
+                net.add(
+                        addChildBlock(
+                                "denseBlock" + i,
+                                new SequentialBlock()
+                                        .add(BatchNorm.builder().build())
+                                        .add(Activation::relu)
+                                        .add(convolution(channels, 3, 1))));
+            }
+        }
+
+        @Override
+        protected NDList forwardInternal(
+                ParameterStore store, NDList x, boolean training, PairList<String, Object> params) {
+            NDArray y;
+            for (Block block : net.getChildren().values()) {
+                y = block.forward(store, x, training).singletonOrThrow();
+                x = new NDList(NDArrays.concat(new NDList(x.singletonOrThrow(), y), 1));
+            }
+            return x;
+        }
+
+        @Override
+        public Shape[] getOutputShapes(Shape[] inputs) {
+            Shape shape = inputs[0];
+            for (Block block : net.getChildren().values()) {
+                long added = block.getOutputShapes(new Shape[] {shape})[0].get(1);
+                shape = new Shape(shape.get(0), shape.get(1) + added, shape.get(2), shape.get(3));
+            }
+            return new Shape[] {shape};
+        }
+
+        @Override
+        protected void initializeChildBlocks(
+                NDManager manager, DataType dataType, Shape... inputShapes) {
+            Shape shape = inputShapes[0];
+            for (Block block : net.getChildren().values()) {
+                block.initialize(manager, dataType, shape);
+                long added = block.getOutputShapes(new Shape[] {shape})[0].get(1);
+                shape = new Shape(shape.get(0), shape.get(1) + added, shape.get(2), shape.get(3));
             }
         }
     }

@@ -1,0 +1,126 @@
+package io.github.djlamp.amp.bytecode;
+
+import ai.djl.nn.Block;
+import ai.djl.nn.SequentialBlock;
+import ai.djl.util.Pair;
+import io.github.djlamp.amp.bytecode.ForwardCode.UnreadableException;
+import java.lang.reflect.Field;
+import java.util.ArrayList;
+import java.util.List;
+import org.objectweb.asm.Type;
+import org.objectweb.asm.tree.FieldInsnNode;
+import org.objectweb.asm.tree.MethodInsnNode;
+
+/**
+ * How a block's code reaches its children, for a {@link SymbolicRun}: a field holding one of them
+ * (or null), or a view of some of them, a SequentialBlock of DJL's own class, never registered,
+ * whose children the code walks ({@code for (Block b : net.getChildren().values())}, d2l-java's
+ * DenseBlock). The walk is followed child by child: its iterator answers {@code hasNext} with what
+ * is left.
+ */
+final class ChildViews {
+
+    /** Some of the block's children, in the order a view lists them. */
+    private record View(List<SymbolicRun.Child> children) {}
+
+    /** A walk over a view's children. */
+    private static final class Walk {
+        private final List<SymbolicRun.Child> children;
+        private int next;
+
+        Walk(List<SymbolicRun.Child> children) {
+            this.children = children;
+        }
+    }
+
+    private ChildViews() {}
+
+    /** A field of {@code block} its own code reads: one of its children, a view, or null. */
+    static Object field(Block block, FieldInsnNode insn, boolean ofTheBlock) {
+        if (!ofTheBlock || block == null) {
+            throw new UnreadableException("its code reads a field of another object");
+        }
+        Object value;
+        try {
+            Class<?> owner =
+                    Class.forName(
+                            Type.getObjectType(insn.owner).getClassName(),
+                            false,
+                            block.getClass().getClassLoader());
+            Field field = owner.getDeclaredField(insn.name);
+            field.setAccessible(true);
+            value = field.get(block);
+        } catch (ReflectiveOperationException | RuntimeException | LinkageError e) {
+            throw new UnreadableException("its field " + insn.name + " cannot be read");
+        }
+        if (value == null) {
+            return SymbolicRun.Special.NULL;
+        }
+        SymbolicRun.Child child = childOf(block, value);
+        if (child != null) {
+            return child;
+        }
+        if (value.getClass() == SequentialBlock.class) {
+            List<SymbolicRun.Child> listed = new ArrayList<>();
+            for (Block viewed : ((Block) value).getChildren().values()) {
+                SymbolicRun.Child own = childOf(block, viewed);
+                if (own == null) {
+                    break;
+                }
+                listed.add(own);
+            }
+            if (listed.size() == ((Block) value).getChildren().size()) {
+                return new View(List.copyOf(listed));
+            }
+        }
+        throw new UnreadableException("its field " + insn.name + " holds no child of the block");
+    }
+
+    private static SymbolicRun.Child childOf(Block block, Object value) {
+        for (Pair<String, Block> child : block.getChildren()) {
+            if (child.getValue() == value) {
+                return new SymbolicRun.Child(child.getValue(), child.getKey());
+            }
+        }
+        return null;
+    }
+
+    static boolean isViewCall(MethodInsnNode call) {
+        return (call.name.equals("getChildren") && call.desc.equals("()Lai/djl/nn/BlockList;"))
+                || (call.owner.equals("ai/djl/nn/BlockList") && call.name.equals("values"))
+                || call.name.equals("iterator")
+                || (call.owner.equals("java/util/Iterator")
+                        && (call.name.equals("hasNext") || call.name.equals("next")));
+    }
+
+    static void call(MethodInsnNode call, List<Object> stack) {
+        Object receiver = stack.isEmpty() ? null : stack.remove(stack.size() - 1);
+        switch (call.name) {
+            case "getChildren", "values", "iterator" -> {
+                if (!(receiver instanceof View view)) {
+                    throw new UnreadableException(
+                            "its code lists children of something other than a view of its own");
+                }
+                stack.add(call.name.equals("iterator") ? new Walk(view.children()) : view);
+            }
+            case "hasNext" -> {
+                Walk walk = walk(receiver);
+                stack.add(new SymbolicRun.Constant(walk.next < walk.children.size() ? 1 : 0));
+            }
+            default -> {
+                Walk walk = walk(receiver);
+                if (walk.next >= walk.children.size()) {
+                    throw new UnreadableException("its code walks past its children");
+                }
+                stack.add(walk.children.get(walk.next++));
+            }
+        }
+    }
+
+    private static Walk walk(Object receiver) {
+        if (receiver instanceof Walk walk) {
+            return walk;
+        }
+        throw new UnreadableException("its code iterates something other than its children");
+    }
+}
