@@ -96,16 +96,7 @@ public final class LambdaProbe {
         if (implementation == null) {
             return candidates;
         }
-        List<Site> made = new ArrayList<>();
-        for (Site site : candidates) {
-            Handle handle = site.implementation();
-            if (handle.getOwner().equals(implementation[0])
-                    && handle.getName().equals(implementation[1])
-                    && handle.getDesc().equals(implementation[2])) {
-                made.add(site);
-            }
-        }
-        return made.isEmpty() ? candidates : made;
+        return madeBy(implementation, candidates);
     }
 
     /**
@@ -124,6 +115,11 @@ public final class LambdaProbe {
         if (implementation == null) {
             return candidates;
         }
+        return madeBy(implementation, candidates);
+    }
+
+    /** The candidates whose implementation is the one met, or all where none is. */
+    private static List<Site> madeBy(String[] implementation, List<Site> candidates) {
         List<Site> made = new ArrayList<>();
         for (Site site : candidates) {
             Handle handle = site.implementation();
