@@ -227,6 +227,23 @@ public interface AmpBackend {
             DeviceScaleState state, NDArray foundInf, DynamicScaleSettings settings);
 
     /**
+     * Runs {@code pass}, an fp32 pass of a kernel check on {@code device} (the reference or the
+     * absolute sums, on the sampled rows: shapes training may never run), where the engine's tuned
+     * kernels are safe for it. PyTorch's engine runs it without oneDNN on a CPU whose cache
+     * topology the kernel hides ({@link io.github.djlamp.amp.verify.CacheTopology}): there oneDNN
+     * sizes its blocking from cache sizes it cannot read, and a convolution's backward on such a
+     * shape divided by zero, ending the JVM. The default runs it.
+     *
+     * @param device the device the pass runs on
+     * @param pass the pass
+     * @param <T> what it returns
+     * @return what it returns
+     */
+    default <T> T referencePass(Device device, Supplier<T> pass) {
+        return pass.get();
+    }
+
+    /**
      * Evaluates {@code function} on detached copies of {@code inputs} with autograd recording on,
      * whatever the caller's recording state, and back-propagates {@code cotangent} from its output
      * into those copies only: the caller's own graph, gradients and random state are untouched.

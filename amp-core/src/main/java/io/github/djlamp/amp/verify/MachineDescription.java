@@ -20,7 +20,6 @@ import java.util.TreeSet;
 final class MachineDescription {
 
     private static final Path CPU_INFO = Paths.get("/proc/cpuinfo");
-    private static final Path CPU_CACHE = Paths.get("/sys/devices/system/cpu/cpu0/cache");
     private static final Path NVIDIA = Paths.get("/proc/driver/nvidia");
     private static final List<String> CPU_FIELDS =
             Arrays.asList(
@@ -44,7 +43,11 @@ final class MachineDescription {
         List<String> lines = new ArrayList<>();
         lines.add("os " + System.getProperty("os.name") + " " + System.getProperty("os.arch"));
         lines.addAll(cpu());
-        lines.add("cpu cache topology " + (hasEntries(CPU_CACHE) ? "visible" : "hidden"));
+        lines.add(
+                "cpu cache topology "
+                        + (CacheTopology.isVisible(CacheTopology.CPU0_CACHE)
+                                ? "visible"
+                                : "hidden"));
         lines.addAll(nvidia());
         return String.join("\n", lines);
     }
@@ -111,13 +114,5 @@ final class MachineDescription {
             lines.add("nvidia unreadable");
         }
         return lines;
-    }
-
-    private static boolean hasEntries(Path dir) {
-        try (DirectoryStream<Path> entries = Files.newDirectoryStream(dir)) {
-            return entries.iterator().hasNext();
-        } catch (IOException | RuntimeException e) {
-            return false;
-        }
     }
 }

@@ -26,6 +26,7 @@ import io.github.djlamp.amp.spi.FusedOptimizerStep;
 import io.github.djlamp.amp.spi.LearningRate;
 import io.github.djlamp.amp.spi.MemoryLayout;
 import io.github.djlamp.amp.spi.UpdateCounter;
+import io.github.djlamp.amp.verify.CacheTopology;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -321,6 +322,27 @@ public final class PtAmpBackend implements AmpBackend {
                             + array.getShape());
         }
         return requirePyTorch(array);
+    }
+
+    /**
+     * {@inheritDoc}
+     *
+     * <p>On a CPU whose cache topology the kernel hides, the pass runs with libtorch's switch for
+     * oneDNN off ({@link LibtorchOneDnn}), so that its convolutions run libtorch's own kernels;
+     * where the switch cannot be reached, it runs as it is.
+     */
+    @Override
+    public <T> T referencePass(Device device, Supplier<T> pass) {
+        if (device.isGpu() || !CacheTopology.isHidden()) {
+            return pass.get();
+        }
+        LibtorchOneDnn oneDnn;
+        try {
+            oneDnn = LibtorchOneDnn.get();
+        } catch (RuntimeException | UnsatisfiedLinkError e) {
+            return pass.get();
+        }
+        return oneDnn.withoutOneDnn(pass);
     }
 
     /** {@inheritDoc} */

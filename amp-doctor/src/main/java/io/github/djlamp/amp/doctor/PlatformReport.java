@@ -1,5 +1,6 @@
 package io.github.djlamp.amp.doctor;
 
+import io.github.djlamp.amp.verify.CacheTopology;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.LinkedHashSet;

@@ -3,6 +3,7 @@ package io.github.djlamp.amp.doctor;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.djlamp.amp.verify.CacheTopology;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;

@@ -1,4 +1,4 @@
-package io.github.djlamp.amp.doctor;
+package io.github.djlamp.amp.verify;
 
 import java.io.IOException;
 import java.nio.file.Files;
@@ -11,13 +11,36 @@ import java.util.stream.Stream;
  * {@code /sys/devices/system/cpu/cpu0/cache}, {@code lscpu} lists no caches); oneDNN sizes its
  * blocking from the cache sizes it reads, and on such a machine (AMD EPYC family 26 under
  * Firecracker, issue 43) its AVX-512 kernels computed wrong and a convolution's backward divided by
- * zero. A CPU defect found there names this as its likely cause.
+ * zero. A CPU defect found there names this as its likely cause, and the fp32 passes of a kernel
+ * check, which run shapes training may never run, run there without oneDNN ({@code
+ * AmpBackend.referencePass}).
  */
-final class CacheTopology {
+public final class CacheTopology {
 
-    static final Path CPU0_CACHE = Paths.get("/sys/devices/system/cpu/cpu0/cache");
+    /** Where the kernel lists cpu0's caches. */
+    public static final Path CPU0_CACHE = Paths.get("/sys/devices/system/cpu/cpu0/cache");
+
+    /**
+     * Test aid: "hidden" or "visible" takes this machine for one that hides, or shows, its cache
+     * topology, so that what djl-amp does on the other kind runs here too.
+     */
+    public static final String TEST_PROPERTY = "djlamp.test.cacheTopology";
 
     private CacheTopology() {}
+
+    /**
+     * Returns whether this machine hides its CPU cache topology ({@link #TEST_PROPERTY} decides
+     * where it is set).
+     *
+     * @return true where the kernel lists no cache for cpu0
+     */
+    public static boolean isHidden() {
+        String assumed = System.getProperty(TEST_PROPERTY);
+        if (assumed != null) {
+            return "hidden".equals(assumed);
+        }
+        return !isVisible(CPU0_CACHE);
+    }
 
     /**
      * Returns the sentence a report of CPU defects adds where {@code cacheDirectory} shows no
@@ -26,7 +49,7 @@ final class CacheTopology {
      * @param cacheDirectory the directory the kernel lists cpu0's caches in
      * @return the sentence, starting with a space, or ""
      */
-    static String likelyCause(Path cacheDirectory) {
+    public static String likelyCause(Path cacheDirectory) {
         if (isVisible(cacheDirectory)) {
             return "";
         }
@@ -36,7 +59,13 @@ final class CacheTopology {
                 + " sizes, the likely cause.";
     }
 
-    static boolean isVisible(Path cacheDirectory) {
+    /**
+     * Returns whether {@code cacheDirectory} lists any cache.
+     *
+     * @param cacheDirectory the directory the kernel lists cpu0's caches in
+     * @return true where it has an entry
+     */
+    public static boolean isVisible(Path cacheDirectory) {
         if (!Files.isDirectory(cacheDirectory)) {
             return false;
         }
