@@ -74,6 +74,10 @@ final class SymbolicRun {
     }
 
     int result(MethodNode method, Object[] locals) {
+        if (!method.tryCatchBlocks.isEmpty()) {
+            // a handler is code the reading would not follow, and the probe could make it run
+            throw new UnreadableException("its code catches exceptions");
+        }
         InsnList code = method.instructions;
         AbstractInsnNode insn = code.getFirst();
         for (int steps = 0; insn != null; steps++) {

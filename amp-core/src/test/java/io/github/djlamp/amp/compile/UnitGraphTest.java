@@ -85,6 +85,13 @@ class UnitGraphTest {
                 refused::getReason);
     }
 
+    @Test
+    void codeThatCatchesExceptionsIsRefused() {
+        NotCompilableException refused =
+                assertThrows(NotCompilableException.class, () -> graphOf(new Catching(), null));
+        assertTrue(refused.getReason().contains("catches exceptions"), refused::getReason);
+    }
+
     private static List<ForwardOp> graphOf(Block unit, GraphPlan.UnitCast cast) {
         GraphPlan defaults = GraphPlan.defaults();
         GraphPlan plan =
@@ -149,6 +156,29 @@ class UnitGraphTest {
         protected NDList forwardInternal(
                 ParameterStore store, NDList x, boolean training, PairList<String, Object> params) {
             return training ? convolution.forward(store, x, true) : x;
+        }
+
+        @Override
+        public Shape[] getOutputShapes(Shape[] inputs) {
+            return convolution.getOutputShapes(inputs);
+        }
+    }
+
+    /** Falls back to its input where its convolution throws. */
+    public static final class Catching extends AbstractBlock {
+        private final Conv2d convolution =
+                addChildBlock(
+                        "convolution",
+                        Conv2d.builder().setFilters(2).setKernelShape(new Shape(1, 1)).build());
+
+        @Override
+        protected NDList forwardInternal(
+                ParameterStore store, NDList x, boolean training, PairList<String, Object> params) {
+            try {
+                return convolution.forward(store, x, training);
+            } catch (IllegalStateException e) {
+                return x;
+            }
         }
 
         @Override
