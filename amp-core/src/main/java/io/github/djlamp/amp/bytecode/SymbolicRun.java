@@ -2,6 +2,7 @@ package io.github.djlamp.amp.bytecode;
 
 import ai.djl.nn.Block;
 import io.github.djlamp.amp.bytecode.ForwardCode.UnreadableException;
+import io.github.djlamp.amp.exception.AmpException;
 import java.util.ArrayList;
 import java.util.List;
 import org.objectweb.asm.Opcodes;
@@ -74,6 +75,17 @@ final class SymbolicRun {
     }
 
     int result(MethodNode method, Object[] locals) {
+        try {
+            return follow(method, locals);
+        } catch (UnreadableException | AmpException e) {
+            throw e;
+        } catch (RuntimeException e) {
+            // code the reading met in a shape it does not expect (an index past an array's end)
+            throw new UnreadableException("its code could not be followed (" + e + ")");
+        }
+    }
+
+    private int follow(MethodNode method, Object[] locals) {
         if (!method.tryCatchBlocks.isEmpty()) {
             // a handler is code the reading would not follow, and the probe could make it run
             throw new UnreadableException("its code catches exceptions");

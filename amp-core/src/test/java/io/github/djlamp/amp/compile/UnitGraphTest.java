@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.AbstractBlock;
@@ -90,6 +91,13 @@ class UnitGraphTest {
         NotCompilableException refused =
                 assertThrows(NotCompilableException.class, () -> graphOf(new Catching(), null));
         assertTrue(refused.getReason().contains("catches exceptions"), refused::getReason);
+    }
+
+    @Test
+    void codeTheReadingCannotFollowIsRefusedNotThrown() {
+        NotCompilableException refused =
+                assertThrows(NotCompilableException.class, () -> graphOf(new PastTheEnd(), null));
+        assertTrue(refused.getReason().contains("could not be followed"), refused::getReason);
     }
 
     private static List<ForwardOp> graphOf(Block unit, GraphPlan.UnitCast cast) {
@@ -179,6 +187,27 @@ class UnitGraphTest {
             } catch (IllegalStateException e) {
                 return x;
             }
+        }
+
+        @Override
+        public Shape[] getOutputShapes(Shape[] inputs) {
+            return convolution.getOutputShapes(inputs);
+        }
+    }
+
+    /** Stores its output past the end of the array it makes (as it would fail in Java). */
+    public static final class PastTheEnd extends AbstractBlock {
+        private final Conv2d convolution =
+                addChildBlock(
+                        "convolution",
+                        Conv2d.builder().setFilters(2).setKernelShape(new Shape(1, 1)).build());
+
+        @Override
+        protected NDList forwardInternal(
+                ParameterStore store, NDList x, boolean training, PairList<String, Object> params) {
+            NDArray[] outputs = new NDArray[1];
+            outputs[1] = convolution.forward(store, x, training).head();
+            return new NDList(outputs);
         }
 
         @Override
