@@ -30,16 +30,16 @@ public final class CacheTopology {
 
     /**
      * Returns whether this machine hides its CPU cache topology ({@link #TEST_PROPERTY} decides
-     * where it is set).
+     * where it is set). Only Linux lists caches under {@code /sys}: elsewhere nothing is hidden.
      *
-     * @return true where the kernel lists no cache for cpu0
+     * @return true where a Linux kernel lists no cache for cpu0
      */
     public static boolean isHidden() {
         String assumed = System.getProperty(TEST_PROPERTY);
         if (assumed != null) {
             return "hidden".equals(assumed);
         }
-        return !isVisible(CPU0_CACHE);
+        return System.getProperty("os.name", "").startsWith("Linux") && !isVisible(CPU0_CACHE);
     }
 
     /**

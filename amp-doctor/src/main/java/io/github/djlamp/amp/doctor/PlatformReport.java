@@ -227,7 +227,7 @@ public final class PlatformReport {
                                     childPids.size() == 1 ? "" : "s",
                                     seconds,
                                     cureSentence())
-                            + (device.startsWith("cpu")
+                            + (device.startsWith("cpu") && CacheTopology.isHidden()
                                     ? CacheTopology.likelyCause(CacheTopology.CPU0_CACHE)
                                     : "");
             case NOT_CHECKED ->

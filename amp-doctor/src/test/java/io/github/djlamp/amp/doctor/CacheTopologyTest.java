@@ -1,6 +1,7 @@
 package io.github.djlamp.amp.doctor;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.djlamp.amp.verify.CacheTopology;
@@ -13,11 +14,23 @@ import org.junit.jupiter.api.io.TempDir;
 /**
  * A report of CPU defects names a hidden cache topology as their likely cause, and says nothing of
  * it where the kernel lists the caches (the directory is made here, as each kind of machine shows
- * it).
+ * it) or where the OS is not Linux.
  */
 class CacheTopologyTest {
 
     @TempDir Path root;
+
+    /** Only Linux lists caches under /sys: a Mac or Windows machine hides nothing. */
+    @Test
+    void outsideLinuxNothingIsHidden() {
+        String os = System.getProperty("os.name");
+        try {
+            System.setProperty("os.name", "Mac OS X");
+            assertFalse(CacheTopology.isHidden());
+        } finally {
+            System.setProperty("os.name", os);
+        }
+    }
 
     @Test
     void aHiddenTopologyIsNamedAndAVisibleOneIsNot() throws IOException {
