@@ -39,7 +39,19 @@ public final class CacheTopology {
         if (assumed != null) {
             return "hidden".equals(assumed);
         }
-        return System.getProperty("os.name", "").startsWith("Linux") && !isVisible(CPU0_CACHE);
+        return isHidden(System.getProperty("os.name", ""), CPU0_CACHE);
+    }
+
+    /**
+     * Returns whether a machine running {@code osName} that lists cpu0's caches in {@code
+     * cacheDirectory} hides its cache topology: a Linux one that lists none.
+     *
+     * @param osName the OS, as Java names it
+     * @param cacheDirectory the directory the kernel lists cpu0's caches in
+     * @return true where Linux lists no cache there
+     */
+    public static boolean isHidden(String osName, Path cacheDirectory) {
+        return osName.startsWith("Linux") && !isVisible(cacheDirectory);
     }
 
     /**

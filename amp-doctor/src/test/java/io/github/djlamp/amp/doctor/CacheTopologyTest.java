@@ -22,14 +22,11 @@ class CacheTopologyTest {
 
     /** Only Linux lists caches under /sys: a Mac or Windows machine hides nothing. */
     @Test
-    void outsideLinuxNothingIsHidden() {
-        String os = System.getProperty("os.name");
-        try {
-            System.setProperty("os.name", "Mac OS X");
-            assertFalse(CacheTopology.isHidden());
-        } finally {
-            System.setProperty("os.name", os);
-        }
+    void outsideLinuxNothingIsHidden() throws IOException {
+        Path empty = Files.createDirectory(root.resolve("none"));
+        assertTrue(CacheTopology.isHidden("Linux", empty));
+        assertFalse(CacheTopology.isHidden("Mac OS X", empty));
+        assertFalse(CacheTopology.isHidden("Windows 11", root.resolve("absent")));
     }
 
     @Test
