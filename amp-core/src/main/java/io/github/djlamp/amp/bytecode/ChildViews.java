@@ -47,7 +47,7 @@ final class ChildViews {
                             Type.getObjectType(insn.owner).getClassName(),
                             false,
                             block.getClass().getClassLoader());
-            Field field = owner.getDeclaredField(insn.name);
+            Field field = declared(owner, insn.name);
             field.setAccessible(true);
             value = field.get(block);
         } catch (ReflectiveOperationException | RuntimeException | LinkageError e) {
@@ -74,6 +74,21 @@ final class ChildViews {
             }
         }
         throw new UnreadableException("its field " + insn.name + " holds no child of the block");
+    }
+
+    /**
+     * The field {@code name} as the JVM resolves it from {@code owner}: javac names the class of
+     * the reference ({@code this}), which may inherit the field from a class above it.
+     */
+    private static Field declared(Class<?> owner, String name) throws NoSuchFieldException {
+        for (Class<?> c = owner; c != null; c = c.getSuperclass()) {
+            try {
+                return c.getDeclaredField(name);
+            } catch (NoSuchFieldException e) {
+                // declared higher up
+            }
+        }
+        throw new NoSuchFieldException(name);
     }
 
     private static SymbolicRun.Child childOf(Block block, Object value) {

@@ -66,6 +66,13 @@ class UnitGraphTest {
         }
     }
 
+    /** javac names the field by the class of {@code this}; the field is declared above it. */
+    @Test
+    void aChildHeldInAnInheritedFieldIsRead() {
+        GraphPlan.UnitCast cast = new GraphPlan.UnitCast(true, GraphPlan.Layout.AS_IT_IS, false);
+        assertEquals(1, convolutions(graphOf(new Plain(), cast)).size());
+    }
+
     @Test
     void codeThatBranchesOnTheTrainingFlagIsRefusedSayingSo() {
         NotCompilableException refused =
@@ -153,18 +160,12 @@ class UnitGraphTest {
                 .toList();
     }
 
-    /** Runs its convolution in training only. */
-    public static final class TrainingOnly extends AbstractBlock {
-        private final Conv2d convolution =
+    /** A block holding one 1x1 convolution, whose code each case writes its own way. */
+    abstract static class AroundAConvolution extends AbstractBlock {
+        protected final Conv2d convolution =
                 addChildBlock(
                         "convolution",
                         Conv2d.builder().setFilters(2).setKernelShape(new Shape(1, 1)).build());
-
-        @Override
-        protected NDList forwardInternal(
-                ParameterStore store, NDList x, boolean training, PairList<String, Object> params) {
-            return training ? convolution.forward(store, x, true) : x;
-        }
 
         @Override
         public Shape[] getOutputShapes(Shape[] inputs) {
@@ -172,13 +173,26 @@ class UnitGraphTest {
         }
     }
 
-    /** Falls back to its input where its convolution throws. */
-    public static final class Catching extends AbstractBlock {
-        private final Conv2d convolution =
-                addChildBlock(
-                        "convolution",
-                        Conv2d.builder().setFilters(2).setKernelShape(new Shape(1, 1)).build());
+    /** Runs its convolution, held in its parent class's field. */
+    public static final class Plain extends AroundAConvolution {
+        @Override
+        protected NDList forwardInternal(
+                ParameterStore store, NDList x, boolean training, PairList<String, Object> params) {
+            return convolution.forward(store, x, training);
+        }
+    }
 
+    /** Runs its convolution in training only. */
+    public static final class TrainingOnly extends AroundAConvolution {
+        @Override
+        protected NDList forwardInternal(
+                ParameterStore store, NDList x, boolean training, PairList<String, Object> params) {
+            return training ? convolution.forward(store, x, true) : x;
+        }
+    }
+
+    /** Falls back to its input where its convolution throws. */
+    public static final class Catching extends AroundAConvolution {
         @Override
         protected NDList forwardInternal(
                 ParameterStore store, NDList x, boolean training, PairList<String, Object> params) {
@@ -188,20 +202,10 @@ class UnitGraphTest {
                 return x;
             }
         }
-
-        @Override
-        public Shape[] getOutputShapes(Shape[] inputs) {
-            return convolution.getOutputShapes(inputs);
-        }
     }
 
     /** Stores its output past the end of the array it makes (as it would fail in Java). */
-    public static final class PastTheEnd extends AbstractBlock {
-        private final Conv2d convolution =
-                addChildBlock(
-                        "convolution",
-                        Conv2d.builder().setFilters(2).setKernelShape(new Shape(1, 1)).build());
-
+    public static final class PastTheEnd extends AroundAConvolution {
         @Override
         protected NDList forwardInternal(
                 ParameterStore store, NDList x, boolean training, PairList<String, Object> params) {
@@ -209,29 +213,14 @@ class UnitGraphTest {
             outputs[1] = convolution.forward(store, x, training).head();
             return new NDList(outputs);
         }
-
-        @Override
-        public Shape[] getOutputShapes(Shape[] inputs) {
-            return convolution.getOutputShapes(inputs);
-        }
     }
 
     /** Calls its convolution as in training, whatever it is told. */
-    public static final class AlwaysTraining extends AbstractBlock {
-        private final Conv2d convolution =
-                addChildBlock(
-                        "convolution",
-                        Conv2d.builder().setFilters(2).setKernelShape(new Shape(1, 1)).build());
-
+    public static final class AlwaysTraining extends AroundAConvolution {
         @Override
         protected NDList forwardInternal(
                 ParameterStore store, NDList x, boolean training, PairList<String, Object> params) {
             return convolution.forward(store, x, true);
-        }
-
-        @Override
-        public Shape[] getOutputShapes(Shape[] inputs) {
-            return convolution.getOutputShapes(inputs);
         }
     }
 }
