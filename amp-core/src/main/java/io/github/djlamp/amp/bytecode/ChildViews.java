@@ -6,6 +6,7 @@ import ai.djl.util.Pair;
 import io.github.djlamp.amp.bytecode.ForwardCode.UnreadableException;
 import java.lang.reflect.Field;
 import java.util.ArrayList;
+import java.util.Iterator;
 import java.util.List;
 import org.objectweb.asm.Type;
 import org.objectweb.asm.tree.FieldInsnNode;
@@ -22,16 +23,6 @@ final class ChildViews {
 
     /** Some of the block's children, in the order a view lists them. */
     private record View(List<SymbolicRun.Child> children) {}
-
-    /** A walk over a view's children. */
-    private static final class Walk {
-        private final List<SymbolicRun.Child> children;
-        private int next;
-
-        Walk(List<SymbolicRun.Child> children) {
-            this.children = children;
-        }
-    }
 
     private ChildViews() {}
 
@@ -116,24 +107,22 @@ final class ChildViews {
                     throw new UnreadableException(
                             "its code lists children of something other than a view of its own");
                 }
-                stack.add(call.name.equals("iterator") ? new Walk(view.children()) : view);
+                stack.add(call.name.equals("iterator") ? view.children().iterator() : view);
             }
-            case "hasNext" -> {
-                Walk walk = walk(receiver);
-                stack.add(new SymbolicRun.Constant(walk.next < walk.children.size() ? 1 : 0));
-            }
+            case "hasNext" -> stack.add(new SymbolicRun.Constant(walk(receiver).hasNext() ? 1 : 0));
             default -> {
-                Walk walk = walk(receiver);
-                if (walk.next >= walk.children.size()) {
+                Iterator<?> walk = walk(receiver);
+                if (!walk.hasNext()) {
                     throw new UnreadableException("its code walks past its children");
                 }
-                stack.add(walk.children.get(walk.next++));
+                stack.add(walk.next());
             }
         }
     }
 
-    private static Walk walk(Object receiver) {
-        if (receiver instanceof Walk walk) {
+    /** A walk over a view's children: the reading's own iterator, never one of the code's. */
+    private static Iterator<?> walk(Object receiver) {
+        if (receiver instanceof Iterator<?> walk) {
             return walk;
         }
         throw new UnreadableException("its code iterates something other than its children");
