@@ -103,6 +103,12 @@ public final class ForwardCode {
                 if ("forward".equals(m.getName())) {
                     throw new UnreadableException("it overrides forward");
                 }
+                if ("forwardInternal".equals(m.getName())
+                        && m.getParameterCount() == 4
+                        && m.getParameterTypes()[2] != boolean.class) {
+                    // a compiled run ignores labels, as DJL's own blocks do
+                    throw new UnreadableException("it overrides the forward with labels");
+                }
                 if (declaring == null
                         && "forwardInternal".equals(m.getName())
                         && !m.isSynthetic()

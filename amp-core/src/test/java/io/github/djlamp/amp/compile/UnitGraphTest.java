@@ -73,6 +73,14 @@ class UnitGraphTest {
         assertEquals(1, convolutions(graphOf(new Plain(), cast)).size());
     }
 
+    /** A compiled run ignores labels, as DJL's blocks do: a block that reads them is refused. */
+    @Test
+    void aBlockWithAForwardOfItsOwnForLabelsIsRefused() {
+        NotCompilableException refused =
+                assertThrows(NotCompilableException.class, () -> graphOf(new WithLabels(), null));
+        assertTrue(refused.getReason().contains("forward with labels"), refused::getReason);
+    }
+
     @Test
     void codeThatBranchesOnTheTrainingFlagIsRefusedSayingSo() {
         NotCompilableException refused =
@@ -179,6 +187,21 @@ class UnitGraphTest {
         protected NDList forwardInternal(
                 ParameterStore store, NDList x, boolean training, PairList<String, Object> params) {
             return convolution.forward(store, x, training);
+        }
+    }
+
+    /** Runs its convolution, and without it where labels come along. */
+    public static final class WithLabels extends AroundAConvolution {
+        @Override
+        protected NDList forwardInternal(
+                ParameterStore store, NDList x, boolean training, PairList<String, Object> params) {
+            return convolution.forward(store, x, training);
+        }
+
+        @Override
+        protected NDList forwardInternal(
+                ParameterStore store, NDList x, NDList labels, PairList<String, Object> params) {
+            return x;
         }
     }
 
