@@ -1,0 +1,97 @@
+package io.github.djlamp.amp.pytorch.cuda;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import ai.djl.Device;
+import ai.djl.engine.Engine;
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.Shape;
+import ai.djl.training.GradientCollector;
+import java.util.Optional;
+import org.junit.jupiter.api.Test;
+
+/**
+ * libtorch's CUDA graphs through {@link CudaGraphs}: a forward and backward made of DJL calls,
+ * captured once on a side stream, then replayed on new data copied into its static input, gives the
+ * eager run's loss and gradient bitwise (the same kernels in the same order). Runs where DJL sees a
+ * GPU; elsewhere it checks that the binding says why there are no CUDA graphs.
+ */
+class CudaGraphReplayTest {
+
+    private static final int WARM_UP = 3;
+
+    @Test
+    void aCapturedForwardAndBackwardReplaysTheEagerValues() {
+        Optional<String> why = CudaGraphs.whyUnavailable();
+        if (Engine.getEngine("PyTorch").getGpuCount() == 0) {
+            assertTrue(why.isPresent(), "no GPU, yet CUDA graphs were found");
+            System.out.println(
+                    "CudaGraphReplayTest: DJL sees no GPU on this machine: not run; the binding"
+                            + " says: "
+                            + why.get());
+            return;
+        }
+        assertFalse(why.isPresent(), () -> why.get());
+        CudaGraphs graphs = CudaGraphs.get();
+        Device gpu = Device.gpu();
+        try (NDManager manager = NDManager.newBaseManager(gpu, "PyTorch")) {
+            manager.getEngine().setRandomSeed(42);
+            NDArray weight = manager.randomNormal(new Shape(64, 64));
+            weight.setRequiresGradient(true);
+            NDArray twin = weight.duplicate(); // the eager run's copy of the weight
+            twin.setRequiresGradient(true);
+            NDArray first = manager.randomNormal(new Shape(32, 64));
+            backward(first, weight); // a gradient to zero from now on
+            backward(first, twin);
+            NDArray input = manager.zeros(new Shape(32, 64)); // the graph's static input
+            CudaGraphs.StreamValue before = graphs.currentStream(0);
+            graphs.synchronize();
+            graphs.makeCurrent(graphs.sideStream(0));
+            try (CudaGraphs.Graph graph = graphs.newGraph()) {
+                for (int i = 0; i < WARM_UP; i++) { // libtorch's lazy set-up, off the capture
+                    manager.randomNormal(input.getShape()).copyTo(input);
+                    step(input, weight);
+                }
+                graphs.synchronize();
+                graph.begin(0);
+                NDArray loss = step(input, weight);
+                assertTrue(graph.end(), "the capture was invalidated");
+                for (int batch = 0; batch < 3; batch++) {
+                    NDArray data = manager.randomNormal(input.getShape());
+                    data.copyTo(input);
+                    graph.replay();
+                    NDArray eagerLoss = step(data, twin);
+                    assertArrayEquals(
+                            eagerLoss.toFloatArray(),
+                            loss.toFloatArray(),
+                            "loss of batch " + batch);
+                    assertArrayEquals(
+                            twin.getGradient().toFloatArray(),
+                            weight.getGradient().toFloatArray(),
+                            "weight gradient of batch " + batch);
+                }
+            } finally {
+                graphs.synchronize();
+                graphs.makeCurrent(before);
+            }
+        }
+    }
+
+    /** Zeroes the weight's gradient, then loss = sum(relu(x w)^2) and its backward. */
+    private static NDArray step(NDArray input, NDArray weight) {
+        NDArray gradient = weight.getGradient();
+        gradient.subi(gradient);
+        return backward(input, weight);
+    }
+
+    private static NDArray backward(NDArray input, NDArray weight) {
+        try (GradientCollector collector = Engine.getEngine("PyTorch").newGradientCollector()) {
+            NDArray loss = input.matMul(weight).getNDArrayInternal().relu().square().sum();
+            collector.backward(loss);
+            return loss;
+        }
+    }
+}
