@@ -80,6 +80,48 @@ class CudaGraphReplayTest {
         }
     }
 
+    /**
+     * A host read inside a capture (what a user's block or listener may do) fails in DJL's call
+     * (libtorch's error, converted by DJL's JNI into a Java exception), the capture ends without a
+     * graph, and the process goes on: eager work on the device still computes.
+     */
+    @Test
+    void aHostReadInsideACaptureEndsItWithoutAGraphAndTheProcessGoesOn() {
+        if (Engine.getEngine("PyTorch").getGpuCount() == 0) {
+            System.out.println(
+                    "CudaGraphReplayTest: DJL sees no GPU on this machine: the invalidated capture"
+                            + " is not run (CudaGraphAbiTest runs its calls against a stand-in)");
+            return;
+        }
+        CudaGraphs graphs = CudaGraphs.get();
+        try (NDManager manager = NDManager.newBaseManager(Device.gpu(), "PyTorch")) {
+            NDArray a = manager.ones(new Shape(8, 8));
+            a.matMul(a).toFloatArray(); // libtorch's lazy set-up, off the capture
+            CudaGraphs.StreamValue before = graphs.currentStream(0);
+            graphs.synchronize();
+            graphs.makeCurrent(graphs.sideStream(0));
+            try (CudaGraphs.Graph graph = graphs.newGraph()) {
+                graph.begin(0);
+                RuntimeException read = null;
+                try {
+                    a.matMul(a).toFloatArray();
+                } catch (RuntimeException e) {
+                    read = e;
+                }
+                assertFalse(graph.end(), "a capture with a host read inside was kept");
+                System.out.println(
+                        "CudaGraphReplayTest: the host read inside the capture: "
+                                + (read == null ? "returned without an exception" : read));
+            } finally {
+                graphs.makeCurrent(before);
+            }
+            assertArrayEquals(
+                    new float[] {8f, 8f},
+                    a.matMul(a).get("0, 0:2").toFloatArray(),
+                    "eager work after the abandoned capture");
+        }
+    }
+
     /** Zeroes the weight's gradient, then loss = sum(relu(x w)^2) and its backward. */
     private static NDArray step(NDArray input, NDArray weight) {
         NDArray gradient = weight.getGradient();

@@ -1,0 +1,263 @@
+package io.github.djlamp.amp.pytorch.cuda;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import ai.djl.Device;
+import ai.djl.Model;
+import ai.djl.engine.Engine;
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.Shape;
+import ai.djl.nn.Activation;
+import ai.djl.nn.Block;
+import ai.djl.nn.Blocks;
+import ai.djl.nn.Parameter;
+import ai.djl.nn.SequentialBlock;
+import ai.djl.nn.convolutional.Conv2d;
+import ai.djl.nn.core.Linear;
+import ai.djl.nn.norm.BatchNorm;
+import ai.djl.nn.pooling.Pool;
+import ai.djl.training.DefaultTrainingConfig;
+import ai.djl.training.GradientCollector;
+import ai.djl.training.Trainer;
+import ai.djl.training.loss.Loss;
+import ai.djl.training.optimizer.Optimizer;
+import ai.djl.training.tracker.Tracker;
+import ai.djl.util.Pair;
+import io.github.djlamp.amp.Amp;
+import io.github.djlamp.amp.AmpOptions;
+import io.github.djlamp.amp.FusedOptimizer;
+import io.github.djlamp.amp.cast.MixedPrecisionBlock;
+import io.github.djlamp.amp.train.AmpSession;
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+/**
+ * The experiment issue 42's captured step stands on: a whole djl-amp training step of a custom loop
+ * (the compiled forward, the scaled loss, backward, {@code AmpSession.step()} with a fused
+ * optimizer), captured once into a CUDA graph after warm-up steps and replayed on new data copied
+ * into static input arrays, ends every step bitwise where the same steps run eagerly end. djl-amp
+ * does not capture by itself yet; this tells, on the first GPU that runs it, whether the step as it
+ * stands holds nothing that breaks a capture (a host read, a synchronization), and if it does,
+ * which call (the exception names it). Replayed steps skip the step's Java code, so only the
+ * device's state (weights, optimizer state, the scaler's state on the device) is compared.
+ *
+ * <p>Without a GPU the graph is a stand-in that runs the step again instead of replaying it: the
+ * harness runs, and says so; nothing about graphs is learned.
+ */
+class CapturedTrainingStepProbeTest {
+
+    private static final int WARM_UP = 3;
+    private static final int STEPS = WARM_UP + 4;
+    private static final int BATCH = 8;
+
+    /** What captures a step and replays it. */
+    private interface StepGraph extends AutoCloseable {
+        /** Captures {@code step}, then runs what was captured once. */
+        void capture(Runnable step);
+
+        void replay();
+
+        @Override
+        void close();
+    }
+
+    @ParameterizedTest
+    @CsvSource({"mixed_bfloat16, sgd", "mixed_bfloat16, adam", "mixed_float16, sgd"})
+    void replayedStepsEndWhereEagerStepsEnd(String policy, String optimizer) {
+        boolean gpu = Engine.getEngine("PyTorch").getGpuCount() > 0;
+        if (!gpu) {
+            System.out.println(
+                    "CapturedTrainingStepProbeTest: DJL sees no GPU on this machine: the graph is"
+                            + " a stand-in that runs each step again (only the harness is tried)");
+        }
+        List<List<float[]>> eager = train(policy, optimizer, null);
+        List<List<float[]>> captured =
+                train(policy, optimizer, gpu ? new CudaStepGraph() : new RerunStandIn());
+        for (int step = 0; step < STEPS; step++) {
+            assertEquals(eager.get(step).size(), captured.get(step).size());
+            for (int i = 0; i < eager.get(step).size(); i++) {
+                assertArrayEquals(
+                        eager.get(step).get(i),
+                        captured.get(step).get(i),
+                        0f,
+                        policy + " " + optimizer + ", step " + step + ", weight " + i);
+            }
+        }
+        System.out.println(
+                "CapturedTrainingStepProbeTest: "
+                        + policy
+                        + " "
+                        + optimizer
+                        + ": "
+                        + (STEPS - WARM_UP)
+                        + " steps after "
+                        + WARM_UP
+                        + " warm-up steps bitwise the eager ones"
+                        + (gpu ? ", captured once and replayed" : " (stand-in graph)"));
+    }
+
+    private static Block network() {
+        return new SequentialBlock()
+                .add(
+                        Conv2d.builder()
+                                .setKernelShape(new Shape(3, 3))
+                                .optPadding(new Shape(1, 1))
+                                .setFilters(16)
+                                .build())
+                .add(BatchNorm.builder().build())
+                .add(Activation.reluBlock())
+                .add(Pool.globalAvgPool2dBlock())
+                .add(Blocks.batchFlattenBlock())
+                .add(Linear.builder().setUnits(10).build());
+    }
+
+    /**
+     * The weights and running statistics after every step; with a graph, the steps after the
+     * warm-up are captured once and replayed, else all run eagerly.
+     */
+    private static List<List<float[]>> train(String policy, String optimizer, StepGraph graph) {
+        Engine.getInstance().setRandomSeed(7);
+        List<List<float[]>> states = new ArrayList<>();
+        try (Model model = Model.newInstance("captured-step-probe", "PyTorch")) {
+            MixedPrecisionBlock block = Amp.wrap(network(), policy);
+            model.setBlock(block);
+            Optimizer update =
+                    optimizer.equals("adam")
+                            ? Optimizer.adam().optLearningRateTracker(Tracker.fixed(0.01f)).build()
+                            : Optimizer.sgd()
+                                    .setLearningRateTracker(Tracker.fixed(0.1f))
+                                    .optMomentum(0.9f)
+                                    .build();
+            DefaultTrainingConfig config =
+                    new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss()).optOptimizer(update);
+            if (Engine.getEngine("PyTorch").getGpuCount() > 0) {
+                config.optDevices(new Device[] {Device.gpu()});
+            }
+            // no host read of the scaler's state inside the steps compared
+            AmpOptions options =
+                    AmpOptions.builder()
+                            .fusedOptimizer(FusedOptimizer.ON)
+                            .hostSyncInterval(1000)
+                            .build();
+            try (Trainer trainer = model.newTrainer(Amp.configure(config, block, options))) {
+                trainer.initialize(new Shape(BATCH, 3, 16, 16));
+                AmpSession amp = AmpSession.of(trainer);
+                NDManager manager = trainer.getManager();
+                NDArray data = manager.zeros(new Shape(BATCH, 3, 16, 16));
+                NDArray labels = manager.zeros(new Shape(BATCH));
+                Runnable step =
+                        () -> {
+                            try (GradientCollector collector = trainer.newGradientCollector()) {
+                                NDList predictions = trainer.forward(new NDList(data));
+                                NDArray loss =
+                                        trainer.getLoss().evaluate(new NDList(labels), predictions);
+                                collector.backward(loss);
+                            }
+                            amp.step();
+                        };
+                for (int i = 0; i < STEPS; i++) {
+                    try (NDManager batch = manager.newSubManager()) {
+                        batch.arange(BATCH * 3f * 16 * 16)
+                                .reshape(BATCH, 3, 16, 16)
+                                .div(97f + i)
+                                .sin()
+                                .copyTo(data);
+                        batch.arange(BATCH)
+                                .add(i)
+                                .mod(10)
+                                .toType(labels.getDataType(), false)
+                                .copyTo(labels);
+                    }
+                    if (graph == null || i < WARM_UP) {
+                        step.run();
+                    } else if (i == WARM_UP) {
+                        graph.capture(step);
+                    } else {
+                        graph.replay();
+                    }
+                    List<float[]> state = new ArrayList<>();
+                    for (Pair<String, Parameter> p : block.getParameters()) {
+                        state.add(p.getValue().getArray().toFloatArray());
+                    }
+                    states.add(state);
+                }
+            } finally {
+                if (graph != null) {
+                    graph.close();
+                }
+            }
+        }
+        return states;
+    }
+
+    /** Where there is no GPU: runs the step again instead of replaying it. */
+    private static final class RerunStandIn implements StepGraph {
+        private Runnable step;
+
+        @Override
+        public void capture(Runnable step) {
+            this.step = step;
+            step.run();
+        }
+
+        @Override
+        public void replay() {
+            step.run();
+        }
+
+        @Override
+        public void close() {}
+    }
+
+    /** libtorch's CUDA graph, on a side stream from the warm-up on. */
+    private static final class CudaStepGraph implements StepGraph {
+        private final CudaGraphs graphs = CudaGraphs.get();
+        private final CudaGraphs.StreamValue before = graphs.currentStream(0);
+        private CudaGraphs.Graph graph;
+
+        CudaStepGraph() {
+            graphs.synchronize();
+            graphs.makeCurrent(graphs.sideStream(0));
+        }
+
+        @Override
+        public void capture(Runnable step) {
+            graphs.synchronize();
+            graph = graphs.newGraph();
+            graph.begin(0);
+            RuntimeException failed = null;
+            try {
+                step.run();
+            } catch (RuntimeException e) {
+                failed = e;
+            }
+            boolean replayable = graph.end();
+            if (failed != null) {
+                throw new AssertionError("the step failed inside the capture", failed);
+            }
+            if (!replayable) {
+                throw new AssertionError("the capture was invalidated by a call in the step");
+            }
+            graph.replay();
+        }
+
+        @Override
+        public void replay() {
+            graph.replay();
+        }
+
+        @Override
+        public void close() {
+            graphs.synchronize();
+            if (graph != null) {
+                graph.close();
+            }
+            graphs.makeCurrent(before);
+        }
+    }
+}
