@@ -26,6 +26,7 @@ final class SymbolicRun {
 
     private static final String NDLIST = "ai/djl/ndarray/NDList";
     private static final String NDARRAY = "ai/djl/ndarray/NDArray";
+    private static final String NDARRAYS = "ai/djl/ndarray/NDArrays";
     private static final String NDARRAY_EX = "ai/djl/ndarray/internal/NDArrayEx";
     private static final String ACTIVATION = "ai/djl/nn/Activation";
     private static final String FORWARD =
@@ -44,8 +45,15 @@ final class SymbolicRun {
         NULL
     }
 
-    /** An NDList of the graph's values. */
-    record Arrays(List<Integer> values) {}
+    /**
+     * An NDList of the graph's values. Its own copy of them, as an NDList is: {@code addAll}
+     * appends to it, seen by every reference to the same list.
+     */
+    record Arrays(List<Integer> values) {
+        Arrays {
+            values = new ArrayList<>(values);
+        }
+    }
 
     /** The join's argument: one NDList per branch. */
     record Lists(List<Arrays> lists) {}
@@ -218,6 +226,11 @@ final class SymbolicRun {
             construct(call);
         } else if (call.getOpcode() == Opcodes.INVOKESTATIC && JoinStreams.isStatic(call)) {
             JoinStreams.callStatic(call, stack, operations);
+        } else if (call.getOpcode() == Opcodes.INVOKESTATIC
+                && NDARRAYS.equals(call.owner)
+                && call.name.equals("add")
+                && call.desc.equals("([L" + NDARRAY + ";)L" + NDARRAY + ";")) {
+            push(new Value(addTwo(pop()), false));
         } else if (call.getOpcode() == Opcodes.INVOKESTATIC) {
             if (!ACTIVATION.equals(call.owner)
                     || !POINTWISE.contains(call.name)
@@ -246,6 +259,14 @@ final class SymbolicRun {
                 && v.internal()) {
             pop();
             push(new Value(operations.pointwise(call.name, v.value()), false));
+        } else if (NDLIST.equals(call.owner)
+                && call.name.equals("addAll")
+                && call.desc.equals("(L" + NDLIST + ";)L" + NDLIST + ";")) {
+            // SqueezeNet's fire join: the first branch's list, the second's appended, returned
+            List<Integer> appended = list(pop()).values();
+            Object receiver = pop();
+            list(receiver).values().addAll(appended);
+            push(receiver);
         } else if (call.name.equals("get") && call.desc.equals("(I)Ljava/lang/Object;")) {
             Object index = pop();
             push(element(pop(), index));
@@ -264,6 +285,21 @@ final class SymbolicRun {
         }
     }
 
+    /**
+     * {@code NDArrays.add(a, b)}, which DJL computes as {@code a.add(b)} for two arrays
+     * (MobileNetV2's residual join); more are stacked and summed, another computation.
+     */
+    private int addTwo(Object arrays) {
+        if (!(arrays instanceof ArrayBuffer buffer)
+                || buffer.items().length != 2
+                || buffer.items()[0] == null
+                || buffer.items()[1] == null) {
+            throw new UnreadableException(
+                    "its code calls ai.djl.ndarray.NDArrays.add on other than two arrays");
+        }
+        return operations.add(buffer.items()[0], buffer.items()[1]);
+    }
+
     /** {@code new NDList(arrays...)}. */
     private void construct(MethodInsnNode call) {
         boolean ofCollection = call.desc.equals("(Ljava/util/Collection;)V");
@@ -278,7 +314,7 @@ final class SymbolicRun {
         if (ofCollection
                 && items instanceof Arrays arrays
                 && target instanceof Uninitialized made) {
-            made.made = arrays;
+            made.made = new Arrays(arrays.values()); // NDList(Collection) copies
             return;
         }
         if (!(items instanceof ArrayBuffer buffer) || !(target instanceof Uninitialized made)) {

@@ -82,7 +82,10 @@ public sealed interface ForwardOp {
             boolean ceil)
             implements ForwardOp {}
 
-    /** An elementwise function of DJL's {@code Activation}: "relu", "sigmoid", "tanh" or "gelu". */
+    /**
+     * An elementwise function of DJL's {@code Activation}: "relu", "sigmoid", "tanh", "gelu", or
+     * "relu6" (DJL's {@code minimum(6, relu(x))}).
+     */
     record Pointwise(int out, int in, String function) implements ForwardOp {}
 
     /** DJL's {@code Blocks.batchFlatten}: every axis after the first into one. */

@@ -21,7 +21,9 @@ import java.util.regex.Pattern;
 final class LeafGraph {
 
     private static final Map<String, String> POINTWISE =
-            Map.of("ReLU", "relu", "sigmoid", "sigmoid", "Tanh", "tanh", "GELU", "gelu");
+            Map.of(
+                    "ReLU", "relu", "ReLU6", "relu6", "sigmoid", "sigmoid", "Tanh", "tanh", "GELU",
+                    "gelu");
 
     /** The pooling factories whose captured kernel, stride, padding and ceiling mode it reads. */
     private static final Pattern POOL = Pattern.compile("(max|avg)Pool([123])d");

@@ -201,6 +201,13 @@ final class ForwardGraphScript {
         }
         if (op instanceof ForwardOp.Pointwise f) {
             inherit(f.out(), f.in(), lowValues);
+            if (f.function().equals("relu6")) {
+                // DJL's minimum(6, ...) with the Integer as an int32 0-dim array: a CPU one here,
+                // which libtorch takes as a scalar on any device (no copy to the device per call)
+                return "torch.minimum(torch.relu("
+                        + value(f.in())
+                        + "), torch.tensor(6, dtype=3))"; // 3: int32
+            }
             return "torch." + f.function() + "(" + value(f.in()) + ")";
         }
         if (op instanceof ForwardOp.Flatten f) {

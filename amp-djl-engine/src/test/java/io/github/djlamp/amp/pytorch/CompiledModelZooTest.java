@@ -1,0 +1,134 @@
+package io.github.djlamp.amp.pytorch;
+
+import static io.github.djlamp.amp.pytorch.CompiledSteps.compiledStep;
+import static io.github.djlamp.amp.pytorch.CompiledSteps.initialize;
+import static io.github.djlamp.amp.pytorch.CompiledSteps.step;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import ai.djl.basicmodelzoo.cv.classification.MobileNetV2;
+import ai.djl.basicmodelzoo.cv.classification.SqueezeNet;
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.Shape;
+import ai.djl.nn.Activation;
+import ai.djl.nn.Block;
+import ai.djl.nn.Blocks;
+import ai.djl.nn.SequentialBlock;
+import ai.djl.nn.convolutional.Conv2d;
+import ai.djl.nn.core.Linear;
+import io.github.djlamp.amp.Amp;
+import io.github.djlamp.amp.cast.MixedPrecisionBlock;
+import io.github.djlamp.amp.verify.KernelVerification;
+import java.util.List;
+import java.util.function.Supplier;
+import org.junit.jupiter.api.Test;
+
+/**
+ * DJL's model-zoo networks whose forward was eager in part: ReLU6 ({@code minimum(6, relu(x))},
+ * MobileNetV2's activation), SqueezeNet's fire join (the first branch's list with the second's
+ * appended, concatenated), MobileNetV2's residual join ({@code NDArrays.add} of two arrays).
+ * Compiled, each is bitwise DJL's eager fp32 and djl-amp's eager bf16: outputs, gradients and
+ * running statistics.
+ */
+class CompiledModelZooTest {
+
+    /** Inputs 20 times a standard normal's, so that ReLU6 clips many values at 6. */
+    private static final float LARGE = 20f;
+
+    @Test
+    void relu6IsBitwiseDjl() {
+        assertFp32Bitwise(CompiledModelZooTest::relu6Network, new Shape(2, 3, 8, 8), LARGE, 1);
+    }
+
+    @Test
+    void relu6InBf16IsTheEagerBf16Wrapper() {
+        assertBf16AsEager(CompiledModelZooTest::relu6Network, new Shape(2, 3, 8, 8), LARGE, 1);
+    }
+
+    @Test
+    void squeezeNetIsBitwiseDjl() {
+        assertFp32Bitwise(() -> SqueezeNet.squeezenet(10), new Shape(1, 3, 48, 48), 1f, 1);
+    }
+
+    @Test
+    void squeezeNetInBf16IsTheEagerBf16Wrapper() {
+        assertBf16AsEager(() -> SqueezeNet.squeezenet(10), new Shape(1, 3, 48, 48), 1f, 1);
+    }
+
+    /**
+     * MobileNetV2 ends with two reshape lambdas of its own (capturing its builder), which run
+     * eagerly: its body up to the pooling is one compiled run.
+     */
+    @Test
+    void mobileNetV2sBodyIsBitwiseDjl() {
+        assertFp32Bitwise(CompiledModelZooTest::mobileNetV2, new Shape(2, 3, 32, 32), 1f, 1);
+    }
+
+    @Test
+    void mobileNetV2sBodyInBf16IsTheEagerBf16Wrapper() {
+        assertBf16AsEager(CompiledModelZooTest::mobileNetV2, new Shape(2, 3, 32, 32), 1f, 1);
+    }
+
+    private static Block relu6Network() {
+        return new SequentialBlock()
+                .add(Conv2d.builder().setKernelShape(new Shape(3, 3)).setFilters(8).build())
+                .add(Activation.relu6Block())
+                .add(Conv2d.builder().setKernelShape(new Shape(1, 1)).setFilters(4).build())
+                .add(Activation::relu6)
+                .add(Blocks.batchFlattenBlock())
+                .add(Linear.builder().setUnits(5).build());
+    }
+
+    private static Block mobileNetV2() {
+        return MobileNetV2.builder()
+                .setOutSize(10)
+                .optRepeatTimes(new int[] {1, 1, 2, 2, 1, 1, 1, 1, 1})
+                .build();
+    }
+
+    private static void assertFp32Bitwise(
+            Supplier<Block> network, Shape inputShape, float inputScale, int runs) {
+        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+            Block plain = network.get();
+            NDArray x = initialize(plain, manager, inputShape).mul(inputScale);
+            List<float[]> eager = step(plain, x);
+            Block block = network.get();
+            initialize(block, manager, inputShape);
+            MixedPrecisionBlock wrapped = Amp.wrap(block, "float32").compileForward(true);
+            assertSame(eager, compiledStep(wrapped, x));
+            assertEquals(
+                    runs,
+                    wrapped.compiledRuns(x.getDevice()).size(),
+                    () -> wrapped.compiledForwardRefusal(x.getDevice()));
+        }
+    }
+
+    private static void assertBf16AsEager(
+            Supplier<Block> network, Shape inputShape, float inputScale, int runs) {
+        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+            Block eagerBlock = network.get();
+            NDArray x = initialize(eagerBlock, manager, inputShape).mul(inputScale);
+            List<float[]> eager =
+                    step(Amp.wrap(eagerBlock, "mixed_bfloat16", KernelVerification.OFF), x);
+            Block block = network.get();
+            initialize(block, manager, inputShape);
+            MixedPrecisionBlock wrapped =
+                    Amp.wrap(block, "mixed_bfloat16", KernelVerification.OFF).compileForward(true);
+            assertSame(eager, compiledStep(wrapped, x));
+            assertEquals(
+                    runs,
+                    wrapped.compiledRuns(x.getDevice()).size(),
+                    () -> wrapped.compiledForwardRefusal(x.getDevice()));
+        }
+    }
+
+    private static void assertSame(List<float[]> eager, List<float[]> compiled) {
+        assertEquals(eager.size(), compiled.size());
+        assertTrue(eager.size() > 1);
+        for (int i = 0; i < eager.size(); i++) {
+            assertArrayEquals(eager.get(i), compiled.get(i), 0f, "array " + i);
+        }
+    }
+}
