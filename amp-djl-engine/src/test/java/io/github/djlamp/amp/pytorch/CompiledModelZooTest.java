@@ -1,16 +1,9 @@
 package io.github.djlamp.amp.pytorch;
 
-import static io.github.djlamp.amp.pytorch.CompiledSteps.compiledStep;
-import static io.github.djlamp.amp.pytorch.CompiledSteps.initialize;
-import static io.github.djlamp.amp.pytorch.CompiledSteps.step;
-import static org.junit.jupiter.api.Assertions.assertArrayEquals;
-import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import static io.github.djlamp.amp.pytorch.CompiledSteps.assertCompiledAsEager;
 
 import ai.djl.basicmodelzoo.cv.classification.MobileNetV2;
 import ai.djl.basicmodelzoo.cv.classification.SqueezeNet;
-import ai.djl.ndarray.NDArray;
-import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Activation;
 import ai.djl.nn.Block;
@@ -18,10 +11,7 @@ import ai.djl.nn.Blocks;
 import ai.djl.nn.SequentialBlock;
 import ai.djl.nn.convolutional.Conv2d;
 import ai.djl.nn.core.Linear;
-import io.github.djlamp.amp.Amp;
-import io.github.djlamp.amp.cast.MixedPrecisionBlock;
 import io.github.djlamp.amp.verify.KernelVerification;
-import java.util.List;
 import java.util.function.Supplier;
 import org.junit.jupiter.api.Test;
 
@@ -90,45 +80,14 @@ class CompiledModelZooTest {
 
     private static void assertFp32Bitwise(
             Supplier<Block> network, Shape inputShape, float inputScale, int runs) {
-        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
-            Block plain = network.get();
-            NDArray x = initialize(plain, manager, inputShape).mul(inputScale);
-            List<float[]> eager = step(plain, x);
-            Block block = network.get();
-            initialize(block, manager, inputShape);
-            MixedPrecisionBlock wrapped = Amp.wrap(block, "float32").compileForward(true);
-            assertSame(eager, compiledStep(wrapped, x));
-            assertEquals(
-                    runs,
-                    wrapped.compiledRuns(x.getDevice()).size(),
-                    () -> wrapped.compiledForwardRefusal(x.getDevice()));
-        }
+        assertCompiledAsEager(network, inputShape, inputScale, "float32", KernelVerification.OFF)
+                .assertRuns(runs);
     }
 
     private static void assertBf16AsEager(
             Supplier<Block> network, Shape inputShape, float inputScale, int runs) {
-        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
-            Block eagerBlock = network.get();
-            NDArray x = initialize(eagerBlock, manager, inputShape).mul(inputScale);
-            List<float[]> eager =
-                    step(Amp.wrap(eagerBlock, "mixed_bfloat16", KernelVerification.OFF), x);
-            Block block = network.get();
-            initialize(block, manager, inputShape);
-            MixedPrecisionBlock wrapped =
-                    Amp.wrap(block, "mixed_bfloat16", KernelVerification.OFF).compileForward(true);
-            assertSame(eager, compiledStep(wrapped, x));
-            assertEquals(
-                    runs,
-                    wrapped.compiledRuns(x.getDevice()).size(),
-                    () -> wrapped.compiledForwardRefusal(x.getDevice()));
-        }
-    }
-
-    private static void assertSame(List<float[]> eager, List<float[]> compiled) {
-        assertEquals(eager.size(), compiled.size());
-        assertTrue(eager.size() > 1);
-        for (int i = 0; i < eager.size(); i++) {
-            assertArrayEquals(eager.get(i), compiled.get(i), 0f, "array " + i);
-        }
+        assertCompiledAsEager(
+                        network, inputShape, inputScale, "mixed_bfloat16", KernelVerification.OFF)
+                .assertRuns(runs);
     }
 }

@@ -1,12 +1,11 @@
 package io.github.djlamp.amp.pytorch;
 
+import static io.github.djlamp.amp.pytorch.CompiledSteps.assertCompiledAsEager;
+import static io.github.djlamp.amp.pytorch.CompiledSteps.assertSameArrays;
 import static io.github.djlamp.amp.pytorch.CompiledSteps.compiledStep;
 import static io.github.djlamp.amp.pytorch.CompiledSteps.initialize;
 import static io.github.djlamp.amp.pytorch.CompiledSteps.step;
-import static org.junit.jupiter.api.Assertions.assertArrayEquals;
-import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
-import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDManager;
@@ -119,7 +118,7 @@ class CompiledOperationsTest {
                 initialize(block, manager, SEQUENCES);
                 MixedPrecisionBlock wrapped =
                         Amp.wrap(block, "mixed_bfloat16").compileForward(true);
-                assertSame(eager, compiledStep(wrapped, x));
+                assertSameArrays(eager, compiledStep(wrapped, x));
             } finally {
                 WrongProductVerdicts.forgetAll();
             }
@@ -176,41 +175,12 @@ class CompiledOperationsTest {
     }
 
     private static void assertFp32Bitwise(Supplier<Block> network, Shape inputShape) {
-        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
-            Block plain = network.get();
-            NDArray x = initialize(plain, manager, inputShape);
-            List<float[]> eager = step(plain, x);
-            Block block = network.get();
-            initialize(block, manager, inputShape);
-            MixedPrecisionBlock wrapped = Amp.wrap(block, "float32").compileForward(true);
-            assertSame(eager, compiledStep(wrapped, x));
-            assertTrue(
-                    wrapped.isForwardCompiled(x.getDevice()),
-                    () -> wrapped.compiledForwardRefusal(x.getDevice()));
-        }
+        assertCompiledAsEager(network, inputShape, 1f, "float32", KernelVerification.ON)
+                .assertWhole();
     }
 
     private static void assertBf16AsEager(Supplier<Block> network, Shape inputShape) {
-        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
-            Block eagerBlock = network.get();
-            NDArray x = initialize(eagerBlock, manager, inputShape);
-            List<float[]> eager =
-                    step(Amp.wrap(eagerBlock, "mixed_bfloat16", KernelVerification.OFF), x);
-            Block block = network.get();
-            initialize(block, manager, inputShape);
-            MixedPrecisionBlock wrapped =
-                    Amp.wrap(block, "mixed_bfloat16", KernelVerification.OFF).compileForward(true);
-            assertSame(eager, compiledStep(wrapped, x));
-            assertTrue(
-                    wrapped.isForwardCompiled(x.getDevice()),
-                    () -> wrapped.compiledForwardRefusal(x.getDevice()));
-        }
-    }
-
-    private static void assertSame(List<float[]> eager, List<float[]> compiled) {
-        assertEquals(eager.size(), compiled.size());
-        for (int i = 0; i < eager.size(); i++) {
-            assertArrayEquals(eager.get(i), compiled.get(i), 0f, "array " + i);
-        }
+        assertCompiledAsEager(network, inputShape, 1f, "mixed_bfloat16", KernelVerification.OFF)
+                .assertWhole();
     }
 }

@@ -1,9 +1,10 @@
 package io.github.djlamp.amp.pytorch;
 
+import static io.github.djlamp.amp.pytorch.CompiledSteps.assertCompiledAsEager;
+import static io.github.djlamp.amp.pytorch.CompiledSteps.assertSameArrays;
 import static io.github.djlamp.amp.pytorch.CompiledSteps.compiledStep;
 import static io.github.djlamp.amp.pytorch.CompiledSteps.initialize;
 import static io.github.djlamp.amp.pytorch.CompiledSteps.step;
-import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -135,7 +136,7 @@ class CompiledUserBlocksTest {
             Block block = scaledResNet();
             initialize(block, manager, IMAGES);
             MixedPrecisionBlock wrapped = Amp.wrap(block, "float32").compileForward(true);
-            assertSame(eager, compiledStep(wrapped, x));
+            assertSameArrays(eager, compiledStep(wrapped, x));
             assertFalse(wrapped.isForwardCompiled(x.getDevice()));
             String refusal = wrapped.compiledForwardRefusal(x.getDevice());
             assertTrue(
@@ -246,41 +247,12 @@ class CompiledUserBlocksTest {
     }
 
     private static void assertFp32Bitwise(Supplier<Block> network) {
-        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
-            Block plain = network.get();
-            NDArray x = initialize(plain, manager, IMAGES);
-            List<float[]> eager = step(plain, x);
-            Block block = network.get();
-            initialize(block, manager, IMAGES);
-            MixedPrecisionBlock wrapped = Amp.wrap(block, "float32").compileForward(true);
-            assertSame(eager, compiledStep(wrapped, x));
-            assertTrue(
-                    wrapped.isForwardCompiled(x.getDevice()),
-                    () -> wrapped.compiledForwardRefusal(x.getDevice()));
-        }
+        assertCompiledAsEager(network, IMAGES, 1f, "float32", KernelVerification.ON).assertWhole();
     }
 
     private static void assertBf16AsEager(
             Supplier<Block> network, KernelVerification checks, String policy) {
-        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
-            Block eagerBlock = network.get();
-            NDArray x = initialize(eagerBlock, manager, IMAGES);
-            List<float[]> eager = step(Amp.wrap(eagerBlock, policy, checks), x);
-            Block block = network.get();
-            initialize(block, manager, IMAGES);
-            MixedPrecisionBlock wrapped = Amp.wrap(block, policy, checks).compileForward(true);
-            assertSame(eager, compiledStep(wrapped, x));
-            assertTrue(
-                    wrapped.isForwardCompiled(x.getDevice()),
-                    () -> wrapped.compiledForwardRefusal(x.getDevice()));
-        }
-    }
-
-    private static void assertSame(List<float[]> eager, List<float[]> compiled) {
-        assertEquals(eager.size(), compiled.size());
-        for (int i = 0; i < eager.size(); i++) {
-            assertArrayEquals(eager.get(i), compiled.get(i), 0f, "array " + i);
-        }
+        assertCompiledAsEager(network, IMAGES, 1f, policy, checks).assertWhole();
     }
 
     /** As d2l-java writes its residual: a ParallelBlock held in a field, joined by a lambda. */
