@@ -475,13 +475,14 @@ public final class PtAmpBackend implements AmpBackend {
      *
      * <p>On the CPU, what oneDNN runs under the ISA cap in force ({@link OneDnnIsa}), not the CPU's
      * flags alone: under a cap below AVX512_CORE_BF16, bf16 is emulated and {@code auto} picks
-     * fp32.
+     * fp32; so it does where libtorch's oneDNN is off.
      */
     @Override
     public DeviceCapabilities capabilities(Device device) {
-        // the cap is part of the answer: djl-amp may set it in this process after a first answer
+        // the cap and the switch are part of the answer: djl-amp may set them after a first answer
         return capabilities.computeIfAbsent(
-                device + "|" + OneDnnIsa.capInForce(), k -> HardwareCapabilities.of(device));
+                device + "|" + OneDnnIsa.capInForce() + "|" + LibtorchOneDnn.usedByTraining(),
+                k -> HardwareCapabilities.of(device));
     }
 
     /**
@@ -503,7 +504,9 @@ public final class PtAmpBackend implements AmpBackend {
                 + " "
                 + Engine.getEngine(getEngineName()).getVersion()
                 + ", "
-                + OneDnnIsa.describe();
+                + OneDnnIsa.describe()
+                + ", oneDNN "
+                + (LibtorchOneDnn.usedByTraining() ? "on" : "off");
     }
 
     /** {@inheritDoc} */
