@@ -112,8 +112,8 @@ final class HardwareCapabilities {
 
     /**
      * Capabilities of a CPU from its flags, the ISA cap and whether libtorch uses oneDNN: with
-     * oneDNN off libtorch's own CPU kernels compute bf16 and fp16 without the CPU's 16-bit
-     * instructions, slower than fp32.
+     * oneDNN off ({@link HiddenCacheCure}) libtorch's own CPU kernels compute bf16 and fp16 without
+     * the CPU's 16-bit instructions, slower than fp32.
      */
     static DeviceCapabilities forCpu(
             Device device, Set<String> flags, String isaCap, boolean oneDnnOn) {

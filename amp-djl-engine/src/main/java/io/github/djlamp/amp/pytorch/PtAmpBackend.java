@@ -475,7 +475,7 @@ public final class PtAmpBackend implements AmpBackend {
      *
      * <p>On the CPU, what oneDNN runs under the ISA cap in force ({@link OneDnnIsa}), not the CPU's
      * flags alone: under a cap below AVX512_CORE_BF16, bf16 is emulated and {@code auto} picks
-     * fp32; so it does where libtorch's oneDNN is off.
+     * fp32; so it does where libtorch's oneDNN is off ({@link HiddenCacheCure}).
      */
     @Override
     public DeviceCapabilities capabilities(Device device) {
@@ -490,11 +490,14 @@ public final class PtAmpBackend implements AmpBackend {
      *
      * <p>Here: where a kept verdict says oneDNN's kernels are wrong on this machine, {@code
      * ONEDNN_MAX_CPU_ISA=AVX2} set in this process before oneDNN's first kernel ({@link
-     * OneDnnCure}).
+     * OneDnnCure}); then, where the CPU's cache topology is hidden, libtorch's oneDNN off for the
+     * process ({@link HiddenCacheCure}). In this order: the cap's probe reads oneDNN's own report
+     * of a convolution, which needs oneDNN on.
      */
     @Override
     public void preparePlatform(boolean cureAllowed) {
         OneDnnCure.cureOnce(cureAllowed, () -> OneDnnCure.keptUnsound(this));
+        HiddenCacheCure.cureOnce(cureAllowed);
     }
 
     /** {@inheritDoc} */
