@@ -61,6 +61,11 @@ final class HiddenCacheCure {
         return outcome;
     }
 
+    /** What became of it in this process, or null before {@code Amp.configure}. */
+    static synchronized Outcome outcome() {
+        return outcome;
+    }
+
     private static Outcome cure(boolean allowed, BooleanSupplier hidden) {
         if (!hidden.getAsBoolean()) {
             return Outcome.NOT_NEEDED;
