@@ -100,9 +100,11 @@ final class HiddenCacheCure {
         logger.warn(
                 "{} So djl-amp turned libtorch's oneDNN off for this process"
                         + " (at::Context::setUserEnabledMkldnn(false); it reads off): convolutions"
-                        + " on the CPU run libtorch's own kernels, right and slower, and 'auto'"
-                        + " chooses fp32 on the CPU. AmpOptions.builder().platformCure(false) or"
-                        + " -Ddjlamp.platformCure=false keeps oneDNN on.",
+                        + " on the CPU run libtorch's own kernels, right and slower (a fp32"
+                        + " ResNet-50 training step took 1.5x as long on an AVX2 CPU;"
+                        + " bench/RESULTS.md), and 'auto' chooses fp32 on the CPU."
+                        + " AmpOptions.builder().platformCure(false) or -Ddjlamp.platformCure=false"
+                        + " keeps oneDNN on.",
                 WHY);
         return Outcome.APPLIED;
     }
