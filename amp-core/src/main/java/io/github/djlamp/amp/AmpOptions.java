@@ -198,9 +198,12 @@ public final class AmpOptions {
          * verdict kept on this machine says are wrong: on a CPU whose oneDNN kernels were found
          * wrong (amp-doctor's platform check, or a kernel check that found fp32 itself wrong), it
          * sets {@code ONEDNN_MAX_CPU_ISA=AVX2} before oneDNN's first kernel, checks that it took
-         * and says so; where a kernel already ran it says what to set instead. Default true.
+         * and says so; where a kernel already ran it says what to set instead. On a CPU whose cache
+         * topology the kernel hides (where oneDNN's convolution backward divided by zero and ended
+         * the JVM), it turns the engine's oneDNN off for the process, whatever the verdicts say,
+         * and says so. Default true.
          *
-         * @param allowed false to leave the environment alone
+         * @param allowed false to leave the environment and the engine's oneDNN alone
          * @return this builder
          */
         public Builder platformCure(boolean allowed) {

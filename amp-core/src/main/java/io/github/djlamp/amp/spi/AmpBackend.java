@@ -47,7 +47,9 @@ public interface AmpBackend {
      * Prepares the engine's kernels before the first training step, called by {@code
      * Amp.configure}: an engine whose kernels a kept verdict says are wrong on this machine, and
      * that has a cure which must be applied before its first kernel, applies it here where {@code
-     * cureAllowed}, and says what it did (or what the user should set, where it is too late).
+     * cureAllowed}, and says what it did (or what the user should set, where it is too late); so
+     * does one that keeps its kernels away from a platform known to end the JVM (PyTorch's, on a
+     * CPU whose cache topology is hidden: oneDNN off).
      *
      * <p>The default does nothing.
      *

@@ -40,7 +40,8 @@ final class HardwareCapabilities {
             return forCuda(device, capability);
         }
         if (Device.Type.CPU.equals(device.getDeviceType())) {
-            return forCpu(device, cpuFlags(), OneDnnIsa.capInForce());
+            return forCpu(
+                    device, cpuFlags(), OneDnnIsa.capInForce(), LibtorchOneDnn.usedByTraining());
         }
         return new DeviceCapabilities(
                 device,
@@ -106,8 +107,28 @@ final class HardwareCapabilities {
      * emulates bf16 whatever the flags say (measured 0.15x plain DJL's fp32).
      */
     static DeviceCapabilities forCpu(Device device, Set<String> flags, String isaCap) {
+        return forCpu(device, flags, isaCap, true);
+    }
+
+    /**
+     * Capabilities of a CPU from its flags, the ISA cap and whether libtorch uses oneDNN: with
+     * oneDNN off ({@link HiddenCacheCure}) libtorch's own CPU kernels compute bf16 and fp16 without
+     * the CPU's 16-bit instructions, slower than fp32.
+     */
+    static DeviceCapabilities forCpu(
+            Device device, Set<String> flags, String isaCap, boolean oneDnnOn) {
         boolean bf16 = flags.contains("avx512_bf16") || flags.contains("amx_bf16");
         boolean fp16 = flags.contains("avx512_fp16") || flags.contains("amx_fp16");
+        if (!oneDnnOn) {
+            return new DeviceCapabilities(
+                    device,
+                    false,
+                    false,
+                    Precision.FP32,
+                    "libtorch's oneDNN is off in this process (djl-amp turns it off where the"
+                            + " CPU's cache topology is hidden), and libtorch's own kernels compute"
+                            + " 16 bits slower than fp32");
+        }
         if (bf16 && !OneDnnIsa.allowsNativeBf16(isaCap)) {
             return new DeviceCapabilities(
                     device,

@@ -46,9 +46,42 @@ final class LibtorchOneDnn {
         return found;
     }
 
+    /**
+     * Whether libtorch uses oneDNN in this process outside djl-amp's reference passes (which turn
+     * it off for a while): the process's setting, what training runs. Where the switch cannot be
+     * reached, true: libtorch's default.
+     */
+    static boolean usedByTraining() {
+        LibtorchOneDnn oneDnn;
+        try {
+            oneDnn = get();
+        } catch (RuntimeException | UnsatisfiedLinkError e) {
+            return true;
+        }
+        synchronized (LOCK) {
+            return oneDnn.depth > 0 ? oneDnn.enabledBefore : oneDnn.isEnabled();
+        }
+    }
+
     /** Whether libtorch uses oneDNN now. */
     boolean isEnabled() {
         return (isEnabled.invokeInt(new Object[] {context}) & 0xff) != 0;
+    }
+
+    /**
+     * Turns oneDNN off for the rest of the process, also past a reference pass running meanwhile
+     * (which would otherwise put back what it found), and reads the switch back.
+     *
+     * @return whether libtorch still uses oneDNN: false when it took
+     */
+    boolean disableForProcess() {
+        synchronized (LOCK) {
+            if (depth > 0) {
+                enabledBefore = false;
+            }
+            set(false);
+            return isEnabled();
+        }
     }
 
     /**

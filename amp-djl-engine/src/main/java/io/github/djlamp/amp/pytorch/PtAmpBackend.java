@@ -475,13 +475,14 @@ public final class PtAmpBackend implements AmpBackend {
      *
      * <p>On the CPU, what oneDNN runs under the ISA cap in force ({@link OneDnnIsa}), not the CPU's
      * flags alone: under a cap below AVX512_CORE_BF16, bf16 is emulated and {@code auto} picks
-     * fp32.
+     * fp32; so it does where libtorch's oneDNN is off ({@link HiddenCacheCure}).
      */
     @Override
     public DeviceCapabilities capabilities(Device device) {
-        // the cap is part of the answer: djl-amp may set it in this process after a first answer
+        // the cap and the switch are part of the answer: djl-amp may set them after a first answer
         return capabilities.computeIfAbsent(
-                device + "|" + OneDnnIsa.capInForce(), k -> HardwareCapabilities.of(device));
+                device + "|" + OneDnnIsa.capInForce() + "|" + LibtorchOneDnn.usedByTraining(),
+                k -> HardwareCapabilities.of(device));
     }
 
     /**
@@ -489,11 +490,14 @@ public final class PtAmpBackend implements AmpBackend {
      *
      * <p>Here: where a kept verdict says oneDNN's kernels are wrong on this machine, {@code
      * ONEDNN_MAX_CPU_ISA=AVX2} set in this process before oneDNN's first kernel ({@link
-     * OneDnnCure}).
+     * OneDnnCure}); then, where the CPU's cache topology is hidden, libtorch's oneDNN off for the
+     * process ({@link HiddenCacheCure}). In this order: the cap's probe reads oneDNN's own report
+     * of a convolution, which needs oneDNN on.
      */
     @Override
     public void preparePlatform(boolean cureAllowed) {
         OneDnnCure.cureOnce(cureAllowed, () -> OneDnnCure.keptUnsound(this));
+        HiddenCacheCure.cureOnce(cureAllowed);
     }
 
     /** {@inheritDoc} */
@@ -503,7 +507,9 @@ public final class PtAmpBackend implements AmpBackend {
                 + " "
                 + Engine.getEngine(getEngineName()).getVersion()
                 + ", "
-                + OneDnnIsa.describe();
+                + OneDnnIsa.describe()
+                + ", oneDNN "
+                + (LibtorchOneDnn.usedByTraining() ? "on" : "off");
     }
 
     /** {@inheritDoc} */

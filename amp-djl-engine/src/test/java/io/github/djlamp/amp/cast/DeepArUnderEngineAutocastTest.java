@@ -65,7 +65,7 @@ class DeepArUnderEngineAutocastTest {
      */
     @Test
     void withLibtorchsOwnLstmKernelsDeepArComputesIn16Bits() {
-        OneDnnSwitch.setEnabled(false);
+        boolean before = OneDnnSwitch.setEnabled(false);
         try {
             CompositeRun fp32 = train(null);
             for (String policy : List.of("mixed_bfloat16", "mixed_float16")) {
@@ -76,7 +76,7 @@ class DeepArUnderEngineAutocastTest {
                         policy, fp32, low, () -> train(null), () -> train(policy));
             }
         } finally {
-            OneDnnSwitch.setEnabled(true);
+            OneDnnSwitch.setEnabled(before);
         }
     }
 

@@ -17,13 +17,21 @@ final class OneDnnSwitch {
 
     private OneDnnSwitch() {}
 
-    static void setEnabled(boolean enabled) {
+    /**
+     * Sets the switch.
+     *
+     * @return what it was before (off where djl-amp turned it off: a hidden cache topology)
+     */
+    static boolean setEnabled(boolean enabled) {
         Engine.getEngine("PyTorch");
         Path file = Path.of(LibUtils.getLibtorchPath()).resolve(System.mapLibraryName("torch_cpu"));
         NativeLibrary library = NativeLibrary.getInstance(file.toString());
         Pointer context =
                 library.getFunction("_ZN2at13globalContextEv").invokePointer(new Object[0]);
+        Function get = library.getFunction("_ZNK2at7Context17userEnabledMkldnnEv");
+        boolean before = (get.invokeInt(new Object[] {context}) & 0xff) != 0;
         Function set = library.getFunction("_ZN2at7Context20setUserEnabledMkldnnEb");
         set.invokeVoid(new Object[] {context, enabled});
+        return before;
     }
 }

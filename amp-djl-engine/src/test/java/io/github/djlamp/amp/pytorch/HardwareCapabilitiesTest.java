@@ -9,6 +9,7 @@ import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.spi.AmpBackends;
 import io.github.djlamp.amp.spi.DeviceCapabilities;
 import java.nio.file.Path;
+import java.util.List;
 import java.util.Set;
 import org.junit.jupiter.api.Test;
 
@@ -59,6 +60,8 @@ class HardwareCapabilitiesTest {
         boolean bf16 = flags.contains("avx512_bf16") || flags.contains("amx_bf16");
         // an ISA cap in force (ONEDNN_MAX_CPU_ISA=AVX2 exported, say) makes bf16 emulated
         boolean nativeBf16 = bf16 && OneDnnIsa.allowsNativeBf16(OneDnnIsa.capInForce());
+        // so does oneDNN off (djl-amp's cure of a hidden cache topology, once Amp.configure ran)
+        nativeBf16 &= LibtorchOneDnn.usedByTraining();
         assertEquals(
                 nativeBf16 ? Precision.BF16 : Precision.FP32,
                 caps.getRecommended(),
@@ -86,6 +89,29 @@ class HardwareCapabilitiesTest {
                     HardwareCapabilities.forCpu(Device.cpu(), zen5, cap).getRecommended(),
                     String.valueOf(cap));
         }
+    }
+
+    /**
+     * With libtorch's oneDNN off (djl-amp's cure where the cache topology is hidden) its own
+     * kernels compute bf16: {@code auto} picks fp32 on any CPU, and says why.
+     */
+    @Test
+    void withOneDnnOffAutoPicksFp32() {
+        for (Set<String> flags :
+                List.of(
+                        Set.of("avx2", "avx512f", "avx512_bf16"),
+                        Set.of("amx_bf16", "amx_tile", "avx512_fp16"),
+                        Set.of("avx2", "fma"))) {
+            DeviceCapabilities off = HardwareCapabilities.forCpu(Device.cpu(), flags, null, false);
+            assertEquals(Precision.FP32, off.getRecommended(), flags::toString);
+            assertFalse(off.isBf16Fast(), flags::toString);
+            assertFalse(off.isFp16Fast(), flags::toString);
+            assertTrue(off.getReason().contains("oneDNN is off"), off.getReason());
+        }
+        assertEquals(
+                Precision.BF16,
+                HardwareCapabilities.forCpu(Device.cpu(), Set.of("avx512_bf16"), null, true)
+                        .getRecommended());
     }
 
     /**

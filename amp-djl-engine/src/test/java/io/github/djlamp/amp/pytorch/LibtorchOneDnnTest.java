@@ -1,6 +1,7 @@
 package io.github.djlamp.amp.pytorch;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -17,6 +18,7 @@ import ai.djl.training.ParameterStore;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.AmpBackends;
 import io.github.djlamp.amp.verify.CacheTopology;
+import java.lang.reflect.Method;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -38,9 +40,10 @@ class LibtorchOneDnnTest {
         try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
             AmpBackend backend = AmpBackends.forManager(manager);
             LibtorchOneDnn oneDnn = LibtorchOneDnn.get();
-            assertTrue(oneDnn.isEnabled(), "libtorch uses oneDNN by default");
+            // on by default; off where Amp.configure met a hidden cache topology (HiddenCacheCure)
+            boolean before = oneDnn.isEnabled();
             System.setProperty(CacheTopology.TEST_PROPERTY, "visible");
-            assertTrue(backend.referencePass(Device.cpu(), oneDnn::isEnabled));
+            assertEquals(before, backend.referencePass(Device.cpu(), oneDnn::isEnabled));
             System.setProperty(CacheTopology.TEST_PROPERTY, "hidden");
             assertFalse(backend.referencePass(Device.cpu(), oneDnn::isEnabled));
             boolean nested =
@@ -50,7 +53,34 @@ class LibtorchOneDnnTest {
                                     backend.referencePass(Device.cpu(), () -> 0) == 0
                                             && oneDnn.isEnabled());
             assertFalse(nested, "an inner pass does not switch oneDNN back on");
-            assertTrue(oneDnn.isEnabled(), "put back after the pass");
+            assertEquals(before, oneDnn.isEnabled(), "put back after the pass");
+        }
+    }
+
+    /**
+     * The kept verdicts' key and {@code auto} read the process's setting, not a reference pass's
+     * moment without oneDNN; and the cure of a hidden cache topology, met during a pass, outlasts
+     * it (the pass does not put back oneDNN).
+     */
+    @Test
+    void theKeyReadsTheProcesssSettingAndTheCureOutlastsAPass() throws Exception {
+        PtAmpBackend backend = new PtAmpBackend();
+        LibtorchOneDnn oneDnn = LibtorchOneDnn.get();
+        boolean before = oneDnn.isEnabled();
+        String key = backend.kernelEnvironment();
+        assertTrue(key.endsWith(before ? ", oneDNN on" : ", oneDNN off"), key);
+        System.setProperty(CacheTopology.TEST_PROPERTY, "hidden");
+        assertEquals(key, backend.referencePass(Device.cpu(), backend::kernelEnvironment));
+        assertEquals(before, backend.referencePass(Device.cpu(), LibtorchOneDnn::usedByTraining));
+        Method set = LibtorchOneDnn.class.getDeclaredMethod("set", boolean.class);
+        set.setAccessible(true);
+        try {
+            assertFalse(backend.referencePass(Device.cpu(), oneDnn::disableForProcess));
+            assertFalse(oneDnn.isEnabled(), "still off after the pass");
+            assertFalse(LibtorchOneDnn.usedByTraining());
+            assertTrue(backend.kernelEnvironment().endsWith(", oneDNN off"));
+        } finally {
+            set.invoke(oneDnn, before);
         }
     }
 
