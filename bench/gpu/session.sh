@@ -11,7 +11,7 @@
 #
 # Parts, in order:
 #   1. bash .gpu/gpu.sh info (GPU, torch, JNI, what DJL sees)                      limit --info-limit (60 s)
-#   2. the GPU-sensitive tests, .gpu/gpu.sh test: amp-djl-engine's (--engine-tests, 21 classes; the CUDA graph probes last, so that a crash in one costs only them),
+#   2. the GPU-sensitive tests, .gpu/gpu.sh test: amp-djl-engine's (--engine-tests, 22 classes; the CUDA graph probes last, so that a crash in one costs only them),
 #      then integration-tests' (--it-tests, 7 classes), one JVM each    limit --tests-limit (150 s) together
 #   3. bash bench/gpu/run-gpu.sh, with what is left less 15 s for rendering and packing as --budget:
 #      a. ResNetV1-50 224x224 at batches 32 (issue 31 item 1's batch), 128 and 256 (item 5):
@@ -55,7 +55,7 @@ cd "$root" || exit 2
 total=590
 info_limit=60
 tests_limit=150
-engine_tests=CompiledWrapperTest,CompiledOperationsTest,CompiledUserBlocksTest,CompiledTrainerStepsTest,CompiledConcurrencyTest,HostReadTest,GradScalerKernelsTest,FusedOptimizerStepTest,FreedMemoryTest,KernelVerifierTest,ProductCheckTest,TransformerLayerByLayerTest,BertLayerByLayerTest,EngineAutocastTest,CudaAutocastTest,CudaRecurrentAutocastTest,ReadBlockAroundLstmTest,EngineAutocastTrainingTest,CudaGraphAbiTest,CudaGraphReplayTest,CapturedTrainingStepProbeTest
+engine_tests=CompiledWrapperTest,CompiledOperationsTest,CompiledUserBlocksTest,CompiledModelZooTest,CompiledTrainerStepsTest,CompiledConcurrencyTest,HostReadTest,GradScalerKernelsTest,FusedOptimizerStepTest,FreedMemoryTest,KernelVerifierTest,ProductCheckTest,TransformerLayerByLayerTest,BertLayerByLayerTest,EngineAutocastTest,CudaAutocastTest,CudaRecurrentAutocastTest,ReadBlockAroundLstmTest,EngineAutocastTrainingTest,CudaGraphAbiTest,CudaGraphReplayTest,CapturedTrainingStepProbeTest
 it_tests=EngineCallsPerForwardTest,NativeMemoryTest,DeviceResidentScalerTest,FusedOptimizerTrainingTest,FirstStepKeepsNothingTest,CheckpointedRandomBlockTest,D2lResidualIn16BitsTest
 bench_args=()
 while [ $# -gt 0 ]; do
