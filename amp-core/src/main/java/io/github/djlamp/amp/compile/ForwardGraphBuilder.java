@@ -152,16 +152,8 @@ public final class ForwardGraphBuilder {
                 isPlainSequential(type)
                         || type == ParallelBlock.class
                         || TransformerGraph.isComposite(type);
-        boolean layer =
-                type == Conv1d.class
-                        || type == Conv2d.class
-                        || type == Conv3d.class
-                        || type == Linear.class;
-        boolean leaf =
-                type == BatchNorm.class
-                        || type == LambdaBlock.class
-                        || type == LayerNorm.class
-                        || type == Dropout.class;
+        boolean layer = isLayer(type);
+        boolean leaf = isLeaf(type);
         if (category == CastCategory.CONTAINER) {
             if (!container) {
                 throw new NotCompilableException(path, type.getName() + " has no compiled form");
@@ -199,16 +191,23 @@ public final class ForwardGraphBuilder {
                             + category.configName()
                             + "; compiled, it runs only on what reaches it or in fp32");
         }
-        if (type == BatchNorm.class) {
-            return LeafGraph.batchNorm(this, (BatchNorm) block, input, path);
-        }
-        if (type == LayerNorm.class) {
-            return LeafGraph.layerNorm(this, (LayerNorm) block, input, path);
-        }
-        if (type == Dropout.class) {
-            return LeafGraph.dropout(this, (Dropout) block, input);
-        }
-        return LeafGraph.lambda(this, (LambdaBlock) block, input, path);
+        return LeafGraph.leaf(this, block, input, path);
+    }
+
+    /** DJL's convolutions and linear layer: the layers that compute in 16 bits. */
+    static boolean isLayer(Class<?> type) {
+        return type == Conv1d.class
+                || type == Conv2d.class
+                || type == Conv3d.class
+                || type == Linear.class;
+    }
+
+    /** The blocks without children {@link LeafGraph} writes, which run on what reaches them. */
+    static boolean isLeaf(Class<?> type) {
+        return type == BatchNorm.class
+                || type == LambdaBlock.class
+                || type == LayerNorm.class
+                || type == Dropout.class;
     }
 
     /**

@@ -1,6 +1,7 @@
 package io.github.djlamp.amp.compile;
 
 import ai.djl.ndarray.types.Shape;
+import ai.djl.nn.Block;
 import ai.djl.nn.LambdaBlock;
 import ai.djl.nn.norm.BatchNorm;
 import ai.djl.nn.norm.Dropout;
@@ -29,6 +30,20 @@ final class LeafGraph {
     private static final Pattern POOL = Pattern.compile("(max|avg)Pool([123])d");
 
     private LeafGraph() {}
+
+    /** One of the blocks {@link ForwardGraphBuilder#isLeaf} names, on value {@code in}. */
+    static int leaf(ForwardGraphBuilder graph, Block block, int in, String path) {
+        if (block instanceof BatchNorm norm) {
+            return batchNorm(graph, norm, in, path);
+        }
+        if (block instanceof LayerNorm norm) {
+            return layerNorm(graph, norm, in, path);
+        }
+        if (block instanceof Dropout dropout) {
+            return dropout(graph, dropout, in);
+        }
+        return lambda(graph, (LambdaBlock) block, in, path);
+    }
 
     static int batchNorm(ForwardGraphBuilder graph, BatchNorm block, int in, String path) {
         float[] settings = DjlSeam.batchNormSettings(block);

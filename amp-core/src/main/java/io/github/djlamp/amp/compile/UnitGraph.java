@@ -3,16 +3,8 @@ package io.github.djlamp.amp.compile;
 import ai.djl.nn.AbstractBlock;
 import ai.djl.nn.Block;
 import ai.djl.nn.BlockList;
-import ai.djl.nn.LambdaBlock;
 import ai.djl.nn.ParallelBlock;
 import ai.djl.nn.SequentialBlock;
-import ai.djl.nn.convolutional.Conv1d;
-import ai.djl.nn.convolutional.Conv2d;
-import ai.djl.nn.convolutional.Conv3d;
-import ai.djl.nn.core.Linear;
-import ai.djl.nn.norm.BatchNorm;
-import ai.djl.nn.norm.Dropout;
-import ai.djl.nn.norm.LayerNorm;
 import ai.djl.util.Pair;
 import io.github.djlamp.amp.bytecode.ForwardCode;
 import io.github.djlamp.amp.policy.BlockPaths;
@@ -95,23 +87,11 @@ final class UnitGraph {
 
     private int inside(Block block, int in, String path) {
         Class<?> type = block.getClass();
-        if (type == Conv1d.class
-                || type == Conv2d.class
-                || type == Conv3d.class
-                || type == Linear.class) {
+        if (ForwardGraphBuilder.isLayer(type)) {
             return graph.layer(block, in, path, low, channelsLast);
         }
-        if (type == BatchNorm.class) {
-            return LeafGraph.batchNorm(graph, (BatchNorm) block, in, path);
-        }
-        if (type == LayerNorm.class) {
-            return LeafGraph.layerNorm(graph, (LayerNorm) block, in, path);
-        }
-        if (type == Dropout.class) {
-            return LeafGraph.dropout(graph, (Dropout) block, in);
-        }
-        if (type == LambdaBlock.class) {
-            return LeafGraph.lambda(graph, (LambdaBlock) block, in, path);
+        if (ForwardGraphBuilder.isLeaf(type)) {
+            return LeafGraph.leaf(graph, block, in, path);
         }
         if (ForwardGraphBuilder.isPlainSequential(type)) {
             SequentialBlock sequential = (SequentialBlock) block;
