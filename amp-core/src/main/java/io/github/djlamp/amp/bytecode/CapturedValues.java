@@ -39,7 +39,8 @@ public final class CapturedValues {
         return values;
     }
 
-    private static List<Object> read(Object lambda) {
+    /** The values a lambda object captured, in its fields' order, or null. */
+    static List<Object> read(Object lambda) {
         if (lambda == null || !lambda.getClass().isSynthetic() && !lambda.getClass().isHidden()) {
             return null;
         }

@@ -2,6 +2,7 @@ package io.github.djlamp.amp.bytecode;
 
 import ai.djl.nn.AbstractBlock;
 import ai.djl.nn.Block;
+import ai.djl.nn.LambdaBlock;
 import ai.djl.nn.ParallelBlock;
 import io.github.djlamp.amp.internal.DjlSeam;
 import java.lang.reflect.Method;
@@ -74,7 +75,26 @@ public final class ForwardCode {
          * @return the result's value
          */
         int concat(List<Integer> inputs, int axis);
+
+        /**
+         * An array reshaped, as DJL's {@code reshape(long...)}.
+         *
+         * @param input the value reshaped
+         * @param shape its new sizes, in order
+         * @return the result's value
+         */
+        int reshape(int input, List<Dimension> shape);
     }
+
+    /**
+     * One size of a reshape: a number, or the size of a value along an axis (the batch's, read with
+     * {@code getShape().get(0)}).
+     *
+     * @param size the number, where {@code value} is negative
+     * @param value the value whose size it is, or -1
+     * @param axis the axis of that value
+     */
+    public record Dimension(long size, int value, int axis) {}
 
     /** Why a forward or join could not be read: what the reading met. */
     public static final class UnreadableException extends RuntimeException {
@@ -132,6 +152,65 @@ public final class ForwardCode {
         locals[3] = SymbolicRun.Special.TRAINING;
         locals[4] = SymbolicRun.Special.PARAMS;
         return new SymbolicRun(block, operations).result(method, locals);
+    }
+
+    /**
+     * Reads the function of {@code block}, a lambda of the user's (or a lambda of DJL's that no
+     * factory names, MobileNetV2's reshapes), on the value {@code input}: the function itself, or
+     * the one {@code LambdaBlock.singleton} wraps, its captured values read from the lambda object.
+     *
+     * @param block the LambdaBlock
+     * @param input the value of its one input
+     * @param operations where the operations go
+     * @return the value of its one output
+     * @throws UnreadableException naming what the reading stopped at
+     */
+    public static int lambda(LambdaBlock block, int input, Operations operations) {
+        Object function;
+        try {
+            function = DjlSeam.lambdaFunction(block);
+        } catch (RuntimeException e) {
+            throw new UnreadableException("its function cannot be read (" + e.getMessage() + ")");
+        }
+        Object wrapped = function == null ? null : KnownLambdas.singletonWrapped(function);
+        Object body = wrapped != null ? wrapped : function;
+        LambdaSites.Use use =
+                wrapped != null ? LambdaSites.Use.SINGLETON : LambdaSites.Use.LAMBDA_BLOCK;
+        List<LambdaSites.Site> sites = body == null ? null : LambdaSites.candidates(body, use);
+        if (sites != null && sites.size() > 1) {
+            sites = LambdaProbe.narrow(body, use, sites);
+        }
+        if (sites == null || sites.size() != 1) {
+            throw new UnreadableException("a lambda that is not one site djl-amp can tell apart");
+        }
+        LambdaSites.Site site = sites.get(0);
+        Class<?> capturing = LambdaSites.capturingClass(body.getClass());
+        Handle implementation = site.implementation();
+        MethodNode method =
+                implementation.getTag() == Opcodes.H_INVOKESTATIC
+                                && implementation.getOwner().equals(Type.getInternalName(capturing))
+                        ? SafeLambdaBodies.methodsOf(capturing)
+                                .get(implementation.getName() + implementation.getDesc())
+                        : null;
+        List<Object> captured = CapturedValues.read(body);
+        if (method == null || captured == null || captured.size() != site.captured().size()) {
+            throw new UnreadableException("a lambda whose body cannot be read");
+        }
+        Object[] locals = new Object[Math.max(method.maxLocals, 2 * captured.size() + 1)];
+        int slot = 0;
+        for (int i = 0; i < captured.size(); i++) {
+            Object value = captured.get(i);
+            locals[slot] =
+                    value instanceof Number number
+                            ? new SymbolicRun.Constant(number.longValue())
+                            : new Dimensions.Captured(value);
+            slot += Type.getType(site.captured().get(i)).getSize();
+        }
+        locals[slot] =
+                wrapped != null
+                        ? new SymbolicRun.Value(input, false)
+                        : new SymbolicRun.Arrays(List.of(input));
+        return new SymbolicRun(null, operations).result(method, locals);
     }
 
     /** Whether every candidate's body reads whole, with no captured values. */
@@ -231,6 +310,11 @@ public final class ForwardCode {
 
         @Override
         public int concat(List<Integer> inputs, int axis) {
+            return values++;
+        }
+
+        @Override
+        public int reshape(int input, List<Dimension> shape) {
             return values++;
         }
     }

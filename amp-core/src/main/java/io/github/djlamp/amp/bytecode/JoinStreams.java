@@ -49,7 +49,7 @@ final class JoinStreams {
             if (!(pop(stack) instanceof SymbolicRun.Constant constant)) {
                 throw new UnreadableException("its code concatenates along an axis it computes");
             }
-            axis = constant.value();
+            axis = (int) constant.value();
         } else if (!call.desc.equals("(L" + NDLIST + ";)Lai/djl/ndarray/NDArray;")) {
             throw new UnreadableException("its code calls ai.djl.ndarray.NDArrays.concat");
         }

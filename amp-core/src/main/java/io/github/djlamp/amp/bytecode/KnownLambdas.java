@@ -350,6 +350,21 @@ public final class KnownLambdas {
         return function != null && function.bf16Kernel();
     }
 
+    /**
+     * The function {@code LambdaBlock.singleton} wrapped, where {@code function} is that wrapper;
+     * else null.
+     */
+    static Object singletonWrapped(Object function) {
+        List<LambdaSites.Site> candidates = LambdaSites.candidates(function, Use.LAMBDA_BLOCK);
+        if (candidates == null) {
+            return null;
+        }
+        Set<Known> known = knownOf(candidates, LambdaSites.capturingClass(function.getClass()));
+        return known != null && !known.isEmpty() && known.stream().allMatch(Known::wrapper)
+                ? wrappedFunction(function)
+                : null;
+    }
+
     /** The one function {@code LambdaBlock.singleton}'s wrapper captured, or null. */
     private static Object wrappedFunction(Object wrapper) {
         Field only = null;

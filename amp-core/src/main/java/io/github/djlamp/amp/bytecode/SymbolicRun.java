@@ -63,7 +63,8 @@ final class SymbolicRun {
 
     record Child(Block block, String name) {}
 
-    record Constant(int value) {}
+    /** A number the code wrote or captured. */
+    record Constant(long value) {}
 
     /** A {@code new NDArray[n]} being filled. */
     private record ArrayBuffer(Integer[] items) {}
@@ -114,7 +115,8 @@ final class SymbolicRun {
                 case Opcodes.ALOAD, Opcodes.ILOAD -> push(local(locals, insn));
                 case Opcodes.ASTORE -> locals[((VarInsnNode) insn).var] = pop();
                 case Opcodes.ACONST_NULL -> push(Special.NULL);
-                case Opcodes.ICONST_0,
+                case Opcodes.ICONST_M1,
+                                Opcodes.ICONST_0,
                                 Opcodes.ICONST_1,
                                 Opcodes.ICONST_2,
                                 Opcodes.ICONST_3,
@@ -126,8 +128,24 @@ final class SymbolicRun {
                 case Opcodes.DUP -> push(stack.get(stack.size() - 1));
                 case Opcodes.POP -> pop();
                 case Opcodes.CHECKCAST -> {}
-                case Opcodes.GETFIELD ->
-                        push(ChildViews.field(block, (FieldInsnNode) insn, pop() == Special.THIS));
+                case Opcodes.GETFIELD -> {
+                    Object owner = pop();
+                    push(
+                            owner instanceof Dimensions.Captured captured
+                                    ? Dimensions.fieldOf(captured, (FieldInsnNode) insn)
+                                    : ChildViews.field(
+                                            block, (FieldInsnNode) insn, owner == Special.THIS));
+                }
+                case Opcodes.LCONST_0,
+                                Opcodes.LCONST_1,
+                                Opcodes.LDC,
+                                Opcodes.I2L,
+                                Opcodes.L2I,
+                                Opcodes.IALOAD,
+                                Opcodes.LALOAD,
+                                Opcodes.NEWARRAY,
+                                Opcodes.LASTORE ->
+                        Dimensions.apply(insn, stack);
                 case Opcodes.IFNULL, Opcodes.IFNONNULL -> {
                     boolean isNull = pop() == Special.NULL;
                     if (isNull == (opcode == Opcodes.IFNULL)) {
@@ -204,7 +222,7 @@ final class SymbolicRun {
         if (!NDARRAY.equals(insn.desc) || !(size instanceof Constant n) || n.value() > 16) {
             throw new UnreadableException("its code makes an array other than NDArray[]");
         }
-        return new ArrayBuffer(new Integer[n.value()]);
+        return new ArrayBuffer(new Integer[(int) n.value()]);
     }
 
     private void store() {
@@ -217,7 +235,7 @@ final class SymbolicRun {
                 || v.internal()) {
             throw new UnreadableException("its code stores into an array other than NDArray[]");
         }
-        buffer.items()[i.value()] = v.value();
+        buffer.items()[(int) i.value()] = v.value();
     }
 
     private void call(MethodInsnNode call) {
@@ -238,6 +256,8 @@ final class SymbolicRun {
                 throw new UnreadableException("its code calls " + javaName(member));
             }
             push(new Value(operations.pointwise(call.name, array(pop())), false));
+        } else if (Dimensions.isSizeCall(call)) {
+            Dimensions.call(call, stack, operations);
         } else if (ChildViews.isViewCall(call)) {
             ChildViews.call(call, stack);
         } else if (JoinStreams.isStreamCall(call)) {
@@ -359,10 +379,10 @@ final class SymbolicRun {
             throw new UnreadableException("its code reads a list at an index it computes");
         }
         if (list instanceof Lists lists && i.value() < lists.lists().size()) {
-            return lists.lists().get(i.value());
+            return lists.lists().get((int) i.value());
         }
         if (list instanceof Arrays arrays && i.value() < arrays.values().size()) {
-            return new Value(arrays.values().get(i.value()), false);
+            return new Value(arrays.values().get((int) i.value()), false);
         }
         throw new UnreadableException("its code reads a list it cannot read");
     }
@@ -376,7 +396,7 @@ final class SymbolicRun {
     }
 
     /** The one array of an NDList, or the array itself. */
-    private static int array(Object value) {
+    static int array(Object value) {
         if (value instanceof Value v && !v.internal()) {
             return v.value();
         }
@@ -390,6 +410,9 @@ final class SymbolicRun {
     }
 
     private static int output(Object value) {
+        if (value instanceof Value v && !v.internal()) {
+            return v.value(); // a singleton function's array
+        }
         List<Integer> values = list(value).values();
         if (values.size() != 1) {
             throw new UnreadableException("it returns " + values.size() + " arrays");

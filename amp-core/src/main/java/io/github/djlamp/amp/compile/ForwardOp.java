@@ -88,6 +88,18 @@ public sealed interface ForwardOp {
      */
     record Pointwise(int out, int in, String function) implements ForwardOp {}
 
+    /** DJL's {@code reshape(long...)}, each size a number or another value's size along an axis. */
+    record Reshape(int out, int in, List<Size> shape) implements ForwardOp {}
+
+    /**
+     * One size of a {@link Reshape}: a number, or the size of a value along an axis.
+     *
+     * @param number the number, where {@code value} is negative
+     * @param value the value whose size it is, or -1
+     * @param axis the axis of that value
+     */
+    record Size(long number, int value, int axis) {}
+
     /** DJL's {@code Blocks.batchFlatten}: every axis after the first into one. */
     record Flatten(int out, int in) implements ForwardOp {}
 

@@ -7,6 +7,7 @@ import ai.djl.nn.norm.BatchNorm;
 import ai.djl.nn.norm.Dropout;
 import ai.djl.nn.norm.LayerNorm;
 import io.github.djlamp.amp.bytecode.CapturedValues;
+import io.github.djlamp.amp.bytecode.ForwardCode;
 import io.github.djlamp.amp.internal.DjlSeam;
 import io.github.djlamp.amp.policy.KnownFunctions;
 import java.util.List;
@@ -87,7 +88,12 @@ final class LeafGraph {
     static int lambda(ForwardGraphBuilder graph, LambdaBlock block, int in, String path) {
         String label = KnownFunctions.labelOf(block);
         if (label == null) {
-            throw new NotCompilableException(path, "a lambda that is not one of DJL's functions");
+            try {
+                return ForwardCode.lambda(block, in, UnitGraph.operations(graph, null, path));
+            } catch (ForwardCode.UnreadableException e) {
+                throw new NotCompilableException(
+                        path, "a lambda that is not one of DJL's functions: " + e.getMessage());
+            }
         }
         Matcher pool = POOL.matcher(label);
         if ("identity".equals(label)) {

@@ -127,7 +127,7 @@ final class UnitGraph {
     /**
      * The graph's operations for code read at {@code path}; a child's forward runs in {@code unit}.
      */
-    private static ForwardCode.Operations operations(
+    static ForwardCode.Operations operations(
             ForwardGraphBuilder graph, UnitGraph unit, String path) {
         return new ForwardCode.Operations() {
             @Override
@@ -151,6 +151,15 @@ final class UnitGraph {
             @Override
             public int concat(List<Integer> inputs, int axis) {
                 return graph.emit(o -> new ForwardOp.Concat(o, List.copyOf(inputs), axis));
+            }
+
+            @Override
+            public int reshape(int input, List<ForwardCode.Dimension> shape) {
+                List<ForwardOp.Size> sizes =
+                        shape.stream()
+                                .map(d -> new ForwardOp.Size(d.size(), d.value(), d.axis()))
+                                .toList();
+                return graph.emit(o -> new ForwardOp.Reshape(o, input, sizes));
             }
         };
     }

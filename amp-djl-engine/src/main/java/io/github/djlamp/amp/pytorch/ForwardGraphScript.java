@@ -210,6 +210,18 @@ final class ForwardGraphScript {
             }
             return "torch." + f.function() + "(" + value(f.in()) + ")";
         }
+        if (op instanceof ForwardOp.Reshape r) {
+            inherit(r.out(), r.in(), lowValues);
+            StringBuilder sizes = new StringBuilder();
+            for (ForwardOp.Size size : r.shape()) {
+                sizes.append(sizes.length() == 0 ? "" : ", ")
+                        .append(
+                                size.value() < 0
+                                        ? String.valueOf(size.number())
+                                        : value(size.value()) + ".size(" + size.axis() + ")");
+            }
+            return "torch.reshape(" + value(r.in()) + ", [" + sizes + "])";
+        }
         if (op instanceof ForwardOp.Flatten f) {
             inherit(f.out(), f.in(), lowValues);
             String in = value(f.in());
