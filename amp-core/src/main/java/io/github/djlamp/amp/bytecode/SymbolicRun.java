@@ -66,14 +66,6 @@ final class SymbolicRun {
     /** A number the code wrote or captured. */
     record Constant(long value) {}
 
-    /** A {@code new NDArray[n]} being filled. */
-    private record ArrayBuffer(Integer[] items) {}
-
-    /** A {@code new NDList} before its constructor; the constructor fills it. */
-    private static final class Uninitialized {
-        Arrays made;
-    }
-
     private final Block block;
     private final ForwardCode.Operations operations;
     private final List<Object> stack = new ArrayList<>();
@@ -164,9 +156,9 @@ final class SymbolicRun {
                     }
                 }
                 case Opcodes.GOTO -> next = ((JumpInsnNode) insn).label;
-                case Opcodes.NEW -> push(created((TypeInsnNode) insn));
-                case Opcodes.ANEWARRAY -> push(buffer((TypeInsnNode) insn, pop()));
-                case Opcodes.AASTORE -> store();
+                case Opcodes.NEW -> push(MadeLists.created((TypeInsnNode) insn));
+                case Opcodes.ANEWARRAY -> push(MadeLists.buffer((TypeInsnNode) insn, pop()));
+                case Opcodes.AASTORE -> MadeLists.store(stack);
                 case Opcodes.INVOKEVIRTUAL,
                                 Opcodes.INVOKEINTERFACE,
                                 Opcodes.INVOKESTATIC,
@@ -205,43 +197,20 @@ final class SymbolicRun {
     }
 
     private Object pop() {
+        return pop(stack);
+    }
+
+    static Object pop(List<Object> stack) {
         if (stack.isEmpty()) {
             throw new UnreadableException("its code pops more than it pushed");
         }
         return stack.remove(stack.size() - 1);
     }
 
-    private static Object created(TypeInsnNode insn) {
-        if (!NDLIST.equals(insn.desc)) {
-            throw new UnreadableException("its code makes a " + insn.desc.replace('/', '.'));
-        }
-        return new Uninitialized();
-    }
-
-    private static Object buffer(TypeInsnNode insn, Object size) {
-        if (!NDARRAY.equals(insn.desc) || !(size instanceof Constant n) || n.value() > 16) {
-            throw new UnreadableException("its code makes an array other than NDArray[]");
-        }
-        return new ArrayBuffer(new Integer[(int) n.value()]);
-    }
-
-    private void store() {
-        Object value = pop();
-        Object index = pop();
-        Object array = pop();
-        if (!(array instanceof ArrayBuffer buffer)
-                || !(index instanceof Constant i)
-                || !(value instanceof Value v)
-                || v.internal()) {
-            throw new UnreadableException("its code stores into an array other than NDArray[]");
-        }
-        buffer.items()[(int) i.value()] = v.value();
-    }
-
     private void call(MethodInsnNode call) {
         String member = call.owner + "." + call.name;
         if (call.getOpcode() == Opcodes.INVOKESPECIAL) {
-            construct(call);
+            MadeLists.construct(call, stack);
         } else if (call.getOpcode() == Opcodes.INVOKESTATIC && JoinStreams.isStatic(call)) {
             JoinStreams.callStatic(call, stack, operations);
         } else if (call.getOpcode() == Opcodes.INVOKESTATIC
@@ -293,7 +262,7 @@ final class SymbolicRun {
         } else if (NDLIST.equals(call.owner)
                 && (call.name.equals("head") || call.name.equals("singletonOrThrow"))) {
             Object list = pop();
-            Object resolved = list instanceof Uninitialized made ? made.made : list;
+            Object resolved = list instanceof MadeLists.Uninitialized made ? made.made : list;
             if (!(resolved instanceof Arrays arrays)
                     || (call.name.equals("singletonOrThrow") && arrays.values().size() != 1)) {
                 throw new UnreadableException(
@@ -310,7 +279,7 @@ final class SymbolicRun {
      * (MobileNetV2's residual join); more are stacked and summed, another computation.
      */
     private int addTwo(Object arrays) {
-        if (!(arrays instanceof ArrayBuffer buffer)
+        if (!(arrays instanceof MadeLists.ArrayBuffer buffer)
                 || buffer.items().length != 2
                 || buffer.items()[0] == null
                 || buffer.items()[1] == null) {
@@ -318,36 +287,6 @@ final class SymbolicRun {
                     "its code calls ai.djl.ndarray.NDArrays.add on other than two arrays");
         }
         return operations.add(buffer.items()[0], buffer.items()[1]);
-    }
-
-    /** {@code new NDList(arrays...)}. */
-    private void construct(MethodInsnNode call) {
-        boolean ofCollection = call.desc.equals("(Ljava/util/Collection;)V");
-        if (!NDLIST.equals(call.owner)
-                || !call.name.equals("<init>")
-                || !(ofCollection || call.desc.equals("([L" + NDARRAY + ";)V"))) {
-            throw new UnreadableException(
-                    "its code calls " + javaName(call.owner + "." + call.name));
-        }
-        Object items = pop();
-        Object target = pop();
-        if (ofCollection
-                && items instanceof Arrays arrays
-                && target instanceof Uninitialized made) {
-            made.made = new Arrays(arrays.values()); // NDList(Collection) copies
-            return;
-        }
-        if (!(items instanceof ArrayBuffer buffer) || !(target instanceof Uninitialized made)) {
-            throw new UnreadableException("its code makes an NDList it cannot read");
-        }
-        List<Integer> values = new ArrayList<>();
-        for (Integer item : buffer.items()) {
-            if (item == null) {
-                throw new UnreadableException("its code makes an NDList with an unset array");
-            }
-            values.add(item);
-        }
-        made.made = new Arrays(List.copyOf(values));
     }
 
     /** A child's {@code forward(store, inputs, training)}, with no labels or parameters. */
@@ -374,7 +313,7 @@ final class SymbolicRun {
     }
 
     private static Object element(Object value, Object index) {
-        Object list = value instanceof Uninitialized made ? made.made : value;
+        Object list = value instanceof MadeLists.Uninitialized made ? made.made : value;
         if (!(index instanceof Constant i)) {
             throw new UnreadableException("its code reads a list at an index it computes");
         }
@@ -388,7 +327,7 @@ final class SymbolicRun {
     }
 
     static Arrays list(Object value) {
-        Object resolved = value instanceof Uninitialized u ? u.made : value;
+        Object resolved = value instanceof MadeLists.Uninitialized u ? u.made : value;
         if (resolved instanceof Arrays arrays) {
             return arrays;
         }
@@ -400,7 +339,7 @@ final class SymbolicRun {
         if (value instanceof Value v && !v.internal()) {
             return v.value();
         }
-        if (value instanceof Arrays || value instanceof Uninitialized) {
+        if (value instanceof Arrays || value instanceof MadeLists.Uninitialized) {
             List<Integer> values = list(value).values();
             if (values.size() == 1) {
                 return values.get(0);
@@ -420,7 +359,7 @@ final class SymbolicRun {
         return values.get(0);
     }
 
-    private static String javaName(String member) {
+    static String javaName(String member) {
         return member.replace('/', '.');
     }
 }
