@@ -223,7 +223,7 @@ final class ShadowTree {
                                             : null;
             PrecisionStage stage =
                     new PrecisionStage(
-                            block,
+                            GcSafeLambdas.replacing(block),
                             category,
                             path,
                             release,
