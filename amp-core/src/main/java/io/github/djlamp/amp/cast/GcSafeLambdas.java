@@ -4,9 +4,11 @@ import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
+import ai.djl.nn.Activation;
 import ai.djl.nn.Block;
 import ai.djl.nn.LambdaBlock;
 import io.github.djlamp.amp.policy.KnownFunctions;
+import java.util.List;
 
 /**
  * DJL functions whose number DJL's PyTorch engine turns into an array over a Java buffer that the
@@ -27,10 +29,30 @@ final class GcSafeLambdas {
 
     /** The block a stage runs for {@code block}: a safe copy of a DJL function, or the block. */
     static Block replacing(Block block) {
-        if (block instanceof LambdaBlock lambda && "ReLU6".equals(KnownFunctions.labelOf(lambda))) {
+        if (!(block instanceof LambdaBlock lambda)) {
+            return block;
+        }
+        String label = KnownFunctions.labelOf(lambda);
+        if ("ReLU6".equals(label)) {
             return new LambdaBlock(GcSafeLambdas::relu6, lambda.getName());
         }
+        List<Object> captured =
+                "Swish".equals(label) ? KnownFunctions.capturedValues(lambda) : null;
+        if (captured != null && captured.size() == 1 && captured.get(0) instanceof Float beta) {
+            return new LambdaBlock(arrays -> swish(arrays, beta), lambda.getName());
+        }
         return block;
+    }
+
+    /**
+     * DJL's {@code Activation.swish}, {@code sigmoid(x * beta) * x}, its beta a float32 array as
+     * DJL makes it, libtorch's own.
+     */
+    static NDList swish(NDList arrays, float beta) {
+        NDArray x = arrays.singletonOrThrow();
+        try (NDArray b = x.getManager().full(new Shape(), beta, DataType.FLOAT32, x.getDevice())) {
+            return new NDList(Activation.sigmoid(x.mul(b)).mul(x));
+        }
     }
 
     /** DJL's {@code Activation.relu6}, its 6 an int32 array as DJL makes it, libtorch's own. */

@@ -2,7 +2,9 @@ package io.github.djlamp.amp.policy;
 
 import ai.djl.nn.LambdaBlock;
 import ai.djl.nn.ParallelBlock;
+import io.github.djlamp.amp.bytecode.CapturedValues;
 import io.github.djlamp.amp.bytecode.KnownLambdas;
+import java.util.List;
 
 /**
  * Which DJL function a lambda block or a parallel join runs, read from class files as {@link
@@ -22,6 +24,17 @@ public final class KnownFunctions {
      */
     public static String labelOf(LambdaBlock lambda) {
         return KnownLambdas.functionLabel(lambda);
+    }
+
+    /**
+     * Returns the values {@code lambda}'s function captured (a factory's settings: Swish's beta),
+     * in the order of the lambda object's fields, or null where they cannot be read.
+     *
+     * @param lambda the block
+     * @return the captured values, or null
+     */
+    public static List<Object> capturedValues(LambdaBlock lambda) {
+        return CapturedValues.of(lambda);
     }
 
     /**

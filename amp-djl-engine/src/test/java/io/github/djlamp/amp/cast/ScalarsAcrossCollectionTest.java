@@ -25,13 +25,13 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
 /**
- * DJL's ReLU6 makes its 6 over a Java buffer that a garbage collection may free while backward
- * still reads it (see {@link GcSafeLambdas}). A forward of the wrapper, a collection that frees
- * such buffers and allocations that reuse their memory, then backward: every gradient is plain
- * DJL's, computed with no collection in between. Eager stages and the compiled run's first (eager)
- * forward alike.
+ * DJL's ReLU6 and Swish make their number (6, beta) over a Java buffer that a garbage collection
+ * may free while backward still reads it (see {@link GcSafeLambdas}). A forward of the wrapper, a
+ * collection that frees such buffers and allocations that reuse their memory, then backward: every
+ * gradient is plain DJL's, computed with no collection in between. Eager stages and the compiled
+ * run's first (eager) forward alike.
  */
-class Relu6AcrossCollectionTest {
+class ScalarsAcrossCollectionTest {
 
     private static final Shape INPUT = new Shape(2, 3, 8, 8);
 
@@ -60,6 +60,7 @@ class Relu6AcrossCollectionTest {
                 .add(Activation.relu6Block())
                 .add(Conv2d.builder().setKernelShape(new Shape(1, 1)).setFilters(4).build())
                 .add(Activation::relu6)
+                .add(Activation.swishBlock(1.5f))
                 .add(Blocks.batchFlattenBlock())
                 .add(Linear.builder().setUnits(5).build());
     }
