@@ -159,9 +159,17 @@ final class CompiledRun extends AbstractBlock {
             if (outcome == null) {
                 // the signature's first forward: eager, and what its checks decided is kept
                 NDList outputs = eager(store, inputs, labels, training, params);
-                outcomes.put(signature, plan(signature, casting.computePrecision()));
+                outcomes.put(signature, new Outcome(signature, null, null, null));
                 return outputs;
             }
+            last = outcome;
+        }
+        if (outcome.graph() == null && outcome.forward() == null && outcome.refusal() == null) {
+            // planned at the second forward, not between the first and its backward: what the
+            // planning allocates may bring a collection there, and DJL's operations with a Java
+            // number leave backward a buffer a collection frees (README, "DJL defects")
+            outcome = plan(outcome.signature(), casting.computePrecision());
+            outcomes.put(outcome.signature(), outcome);
             last = outcome;
         }
         if (outcome.graph() != null && outcome.forward() == null && outcome.refusal() == null) {
