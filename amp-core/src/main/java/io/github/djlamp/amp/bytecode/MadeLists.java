@@ -25,6 +25,11 @@ final class MadeLists {
 
     private MadeLists() {}
 
+    /** The list a {@code new NDList} became once constructed, or {@code value} itself. */
+    static Object resolved(Object value) {
+        return value instanceof Uninitialized made ? made.made : value;
+    }
+
     /** {@code new NDList}, before its constructor. */
     static Object created(TypeInsnNode insn) {
         if (!NDLIST.equals(insn.desc)) {

@@ -262,7 +262,7 @@ final class SymbolicRun {
         } else if (NDLIST.equals(call.owner)
                 && (call.name.equals("head") || call.name.equals("singletonOrThrow"))) {
             Object list = pop();
-            Object resolved = list instanceof MadeLists.Uninitialized made ? made.made : list;
+            Object resolved = MadeLists.resolved(list);
             if (!(resolved instanceof Arrays arrays)
                     || (call.name.equals("singletonOrThrow") && arrays.values().size() != 1)) {
                 throw new UnreadableException(
@@ -313,7 +313,7 @@ final class SymbolicRun {
     }
 
     private static Object element(Object value, Object index) {
-        Object list = value instanceof MadeLists.Uninitialized made ? made.made : value;
+        Object list = MadeLists.resolved(value);
         if (!(index instanceof Constant i)) {
             throw new UnreadableException("its code reads a list at an index it computes");
         }
@@ -327,7 +327,7 @@ final class SymbolicRun {
     }
 
     static Arrays list(Object value) {
-        Object resolved = value instanceof MadeLists.Uninitialized u ? u.made : value;
+        Object resolved = MadeLists.resolved(value);
         if (resolved instanceof Arrays arrays) {
             return arrays;
         }

@@ -54,7 +54,21 @@ final class CompiledRun extends AbstractBlock {
      * second on, or why it runs eagerly.
      */
     private record Outcome(
-            Signature signature, CompiledForward forward, ForwardGraph graph, String refusal) {}
+            Signature signature, CompiledForward forward, ForwardGraph graph, String refusal) {
+
+        /** A signature whose first forward ran eagerly, its graph not planned yet. */
+        static Outcome seen(Signature signature) {
+            return new Outcome(signature, null, null, null);
+        }
+
+        boolean isUnplanned() {
+            return graph == null && forward == null && refusal == null;
+        }
+
+        boolean isUncompiled() {
+            return graph != null && forward == null && refusal == null;
+        }
+    }
 
     private final List<Block> eager;
     private final List<Pair<String, Block>> originals;
@@ -159,12 +173,12 @@ final class CompiledRun extends AbstractBlock {
             if (outcome == null) {
                 // the signature's first forward: eager, and what its checks decided is kept
                 NDList outputs = eager(store, inputs, labels, training, params);
-                outcomes.put(signature, new Outcome(signature, null, null, null));
+                outcomes.put(signature, Outcome.seen(signature));
                 return outputs;
             }
             last = outcome;
         }
-        if (outcome.graph() == null && outcome.forward() == null && outcome.refusal() == null) {
+        if (outcome.isUnplanned()) {
             // planned at the second forward, not between the first and its backward: what the
             // planning allocates may bring a collection there, and DJL's operations with a Java
             // number leave backward a buffer a collection frees (README, "DJL defects")
@@ -172,7 +186,7 @@ final class CompiledRun extends AbstractBlock {
             outcomes.put(outcome.signature(), outcome);
             last = outcome;
         }
-        if (outcome.graph() != null && outcome.forward() == null && outcome.refusal() == null) {
+        if (outcome.isUncompiled()) {
             // the second: a run inside a run that covers it is never called again, so only a
             // run that is called twice is worth compiling
             outcome = compile(outcome);

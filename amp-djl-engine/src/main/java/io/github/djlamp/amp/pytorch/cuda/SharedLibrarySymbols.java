@@ -54,19 +54,8 @@ public final class SharedLibrarySymbols {
                 if (strings <= 0 || strings >= count) {
                     throw new IOException(library + ": .dynsym links no string table");
                 }
-                int stringsAt = strings * entrySize;
-                ByteBuffer names =
-                        read(
-                                file,
-                                sections.getLong(stringsAt + 0x18),
-                                sections.getLong(stringsAt + 0x20),
-                                library);
-                ByteBuffer symbols =
-                        read(
-                                file,
-                                sections.getLong(at + 0x18),
-                                sections.getLong(at + 0x20),
-                                library);
+                ByteBuffer names = section(file, sections, strings * entrySize, library);
+                ByteBuffer symbols = section(file, sections, at, library);
                 return names(symbols, names, library);
             }
             throw new IOException(library + " has no dynamic symbol table");
@@ -94,6 +83,13 @@ public final class SharedLibrarySymbols {
             defined.add(new String(bytes, StandardCharsets.ISO_8859_1));
         }
         return defined;
+    }
+
+    /** The contents of the section whose header starts at {@code header} in the table. */
+    private static ByteBuffer section(
+            FileChannel file, ByteBuffer sections, int header, Path library) throws IOException {
+        return read(
+                file, sections.getLong(header + 0x18), sections.getLong(header + 0x20), library);
     }
 
     private static ByteBuffer read(FileChannel file, long offset, long length, Path library)
