@@ -25,6 +25,7 @@ module io.github.djlamp.amp {
     requires org.objectweb.asm.tree.analysis;
 
     exports io.github.djlamp.amp;
+    exports io.github.djlamp.amp.capture;
     exports io.github.djlamp.amp.cast;
     exports io.github.djlamp.amp.compile;
     exports io.github.djlamp.amp.diagnostics;

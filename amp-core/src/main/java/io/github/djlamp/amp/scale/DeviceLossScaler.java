@@ -32,6 +32,7 @@ final class DeviceLossScaler implements LossScaler {
     private LossScaleCollapsedException lateCollapse;
     private GradientSet checked;
     private int stepsSinceRead;
+    private boolean readsDeferred;
     private boolean mirrorFresh = true;
     private boolean verdictKnown = true;
     private long stateReads;
@@ -200,7 +201,7 @@ final class DeviceLossScaler implements LossScaler {
         checked = gradients;
         verdictKnown = false;
         stepsSinceRead++;
-        if (stepsSinceRead < hostSyncInterval) {
+        if (readsDeferred || stepsSinceRead < hostSyncInterval) {
             return false; // decided on the device; nothing read
         }
         // only the scheduled read restarts the schedule: reads a user asks for between steps
@@ -255,6 +256,38 @@ final class DeviceLossScaler implements LossScaler {
             checked = null;
             verdictKnown = true;
         }
+    }
+
+    @Override
+    public void deferScheduledReads(boolean deferred) {
+        readsDeferred = deferred;
+    }
+
+    @Override
+    public boolean takeDueRead() {
+        if (stepsSinceRead < hostSyncInterval) {
+            return false;
+        }
+        stepsSinceRead = 0;
+        return true;
+    }
+
+    @Override
+    public void countReplayedStep() {
+        phase.requireBetweenSteps("a replayed step");
+        stepsSinceRead++;
+        mirror.countStep();
+        mirrorFresh = false; // the replay moved the state on the device (unknown verdict)
+    }
+
+    @Override
+    public void abandonStep() {
+        phase.endStep();
+        report.endStep();
+        collapse = null;
+        checked = null;
+        overflow = false;
+        verdictKnown = true;
     }
 
     private void throwLateCollapse() {

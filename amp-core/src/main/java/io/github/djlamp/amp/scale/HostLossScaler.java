@@ -190,6 +190,38 @@ final class HostLossScaler implements LossScaler {
         }
     }
 
+    /** {@inheritDoc} Every verdict is read in its step here: nothing to defer. */
+    @Override
+    public void deferScheduledReads(boolean deferred) {}
+
+    @Override
+    public boolean takeDueRead() {
+        return false;
+    }
+
+    /**
+     * {@inheritDoc} With scaling off only the step count follows; a scale kept on the host is read
+     * every step, which no replay can do.
+     */
+    @Override
+    public void countReplayedStep() {
+        if (config.isEnabled()) {
+            throw new IllegalStateException(
+                    "a step replayed with the loss scale on the host: captured steps need the"
+                            + " state on the device (fused optimizer steps)");
+        }
+        phase.requireBetweenSteps("a replayed step");
+        mirror.countStep();
+    }
+
+    @Override
+    public void abandonStep() {
+        phase.endStep();
+        report.endStep();
+        collapse = null;
+        overflow = false;
+    }
+
     private void runKernel(double growth, double backoff) {
         backend.updateScale(
                 scaleTensor, growthTracker, foundInf, growth, backoff, config.getGrowthInterval());

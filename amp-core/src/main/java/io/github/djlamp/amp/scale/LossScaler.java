@@ -250,6 +250,39 @@ public interface LossScaler extends AutoCloseable {
     void update();
 
     /**
+     * For captured steps ({@code AmpSession.captureStep}): with {@code deferred} true, the host
+     * read every {@code hostSyncInterval} steps is no longer made inside the step (a read inside a
+     * capture would end it) but is reported due by {@link #takeDueRead()}, for the caller to make
+     * between steps ({@link #syncToHost()}). A state on the host has nothing to defer.
+     *
+     * @param deferred whether scheduled reads wait for the caller
+     */
+    void deferScheduledReads(boolean deferred);
+
+    /**
+     * Returns whether a deferred scheduled read is due, and if so restarts the schedule.
+     *
+     * @return true when {@code hostSyncInterval} steps passed since the last scheduled read
+     */
+    boolean takeDueRead();
+
+    /**
+     * Counts on the host a step that a captured graph replayed on the device: the step's {@link
+     * #unscaleAndCheck} and {@link #update()} ran there and none of their Java code, so what they
+     * keep on the host (the step count, the read schedule, the mirror's freshness) follows here.
+     *
+     * @throws IllegalStateException when the state is on the host (its steps cannot be captured) or
+     *     in the middle of a step
+     */
+    void countReplayedStep();
+
+    /**
+     * Forgets a step whose capture the device's runtime invalidated before it ran anything: the
+     * step starts again, so its phase returns to ready and what it was to be checked is dropped.
+     */
+    void abandonStep();
+
+    /**
      * Returns a snapshot of the state, for checkpoints. Reads the device as {@link #getScale()}
      * does.
      *

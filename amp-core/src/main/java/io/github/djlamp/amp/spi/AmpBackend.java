@@ -481,4 +481,17 @@ public interface AmpBackend {
         throw new UnsupportedOperationException(
                 getEngineName() + "'s engine layer cannot compile a forward");
     }
+
+    /**
+     * Returns the engine's graphs of device work, through which djl-amp captures a training step
+     * once and replays it ({@code AmpSession.captureStep}).
+     *
+     * <p>The default has none: every capture is refused, naming the engine.
+     *
+     * @return the graphs
+     */
+    default StepGraphs stepGraphs() {
+        return StepGraphs.unavailable(
+                getEngineName() + "'s engine layer cannot capture a step into a graph");
+    }
 }

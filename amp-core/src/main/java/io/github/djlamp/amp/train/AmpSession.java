@@ -7,6 +7,8 @@ import ai.djl.ndarray.NDManager;
 import ai.djl.nn.Parameter;
 import ai.djl.training.Trainer;
 import ai.djl.util.Pair;
+import io.github.djlamp.amp.capture.CapturedStep;
+import io.github.djlamp.amp.capture.StepBody;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
 import io.github.djlamp.amp.exception.AmpException;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
@@ -14,6 +16,7 @@ import io.github.djlamp.amp.scale.GradientSet;
 import io.github.djlamp.amp.scale.LossScaleCollapsedException;
 import io.github.djlamp.amp.scale.LossScaler;
 import io.github.djlamp.amp.spi.AmpBackend;
+import io.github.djlamp.amp.spi.StepGraphs;
 import io.github.djlamp.amp.train.StepVerdict.Verdict;
 import java.io.IOException;
 import java.nio.file.Path;
@@ -206,6 +209,48 @@ public final class AmpSession implements AutoCloseable {
         attached.trainer().step();
         update();
         verdict.reset(); // the next step() checks its own gradients
+    }
+
+    /**
+     * Returns a step of a custom loop that is captured once into a graph after {@value
+     * CapturedStep#DEFAULT_WARM_UP_STEPS} eager warm-up steps and replayed for every later batch of
+     * the same shapes, one launch a step (see {@link CapturedStep}: what the body may do, and when
+     * every step runs eagerly instead).
+     *
+     * @param body the step's forward, loss and backward, returning what the loop reads after it
+     * @return the captured step; close it after the loop
+     * @throws NullPointerException when {@code body} is null
+     */
+    public CapturedStep captureStep(StepBody body) {
+        return captureStep(body, CapturedStep.DEFAULT_WARM_UP_STEPS);
+    }
+
+    /**
+     * Returns a captured step (see {@link #captureStep(StepBody)}) with {@code warmUpSteps} eager
+     * steps before the capture.
+     *
+     * @param body the step's forward, loss and backward, returning what the loop reads after it
+     * @param warmUpSteps eager steps before the capture, at least 1
+     * @return the captured step; close it after the loop
+     * @throws IllegalArgumentException when {@code warmUpSteps} is below 1
+     */
+    public CapturedStep captureStep(StepBody body, int warmUpSteps) {
+        return captureStep(body, warmUpSteps, null);
+    }
+
+    /** A captured step on {@code graphs} instead of the engine's (null): tests stand one in. */
+    CapturedStep captureStep(StepBody body, int warmUpSteps, StepGraphs graphs) {
+        SessionChecks.requireAttached(attached);
+        return new CapturedStep(
+                new SessionCapture(this, attached, settings, optimizer, trainable, graphs),
+                body,
+                warmUpSteps);
+    }
+
+    /** A captured step's capture did not hold: the step starts again. */
+    void abandonStep() {
+        scaledThisStep = false;
+        verdict.reset();
     }
 
     /** EasyTrain, after each batch's backward: see {@link GradientAccumulation}. */

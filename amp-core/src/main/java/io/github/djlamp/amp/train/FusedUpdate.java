@@ -232,6 +232,13 @@ final class FusedUpdate {
     }
 
     /** The buffers of one parameter (SGD's momentum, Adam's two moments, ...); empty when none. */
+    /**
+     * Whether the learning rate changes with the update count (a window refreshed from the host).
+     */
+    boolean hasSchedule() {
+        return schedule != null;
+    }
+
     NDList state(String parameterId) {
         NDArray[] buffers = state.get(parameterId);
         return buffers == null ? new NDList() : new NDList(buffers);

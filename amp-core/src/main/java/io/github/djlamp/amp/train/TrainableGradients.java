@@ -43,6 +43,10 @@ final class TrainableGradients {
     }
 
     /** Sets what combines the gradients of several processes before each check, or null. */
+    boolean hasReducer() {
+        return reducer != null;
+    }
+
     void setReducer(GradientReducer reducer) {
         this.reducer = reducer;
     }

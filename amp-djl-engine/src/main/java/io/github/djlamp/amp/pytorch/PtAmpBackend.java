@@ -17,6 +17,7 @@ import ai.djl.util.Pair;
 import io.github.djlamp.amp.compile.ForwardGraph;
 import io.github.djlamp.amp.exception.AmpException;
 import io.github.djlamp.amp.policy.Precision;
+import io.github.djlamp.amp.pytorch.cuda.CudaStepGraphs;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.CompiledForward;
 import io.github.djlamp.amp.spi.DeviceCapabilities;
@@ -25,6 +26,7 @@ import io.github.djlamp.amp.spi.DynamicScaleSettings;
 import io.github.djlamp.amp.spi.FusedOptimizerStep;
 import io.github.djlamp.amp.spi.LearningRate;
 import io.github.djlamp.amp.spi.MemoryLayout;
+import io.github.djlamp.amp.spi.StepGraphs;
 import io.github.djlamp.amp.spi.UpdateCounter;
 import io.github.djlamp.amp.verify.CacheTopology;
 import java.util.ArrayList;
@@ -40,6 +42,9 @@ import java.util.function.Supplier;
  * java.util.ServiceLoader}.
  */
 public final class PtAmpBackend implements AmpBackend {
+
+    /** One for the JVM: it keeps each thread's replaced stream. */
+    private static final StepGraphs STEP_GRAPHS = new CudaStepGraphs();
 
     private final Map<String, DeviceCapabilities> capabilities = new ConcurrentHashMap<>();
     private final AtomicLong hostReads = new AtomicLong();
@@ -663,5 +668,16 @@ public final class PtAmpBackend implements AmpBackend {
                             + " forward calls");
         }
         return PtCompiledForward.load(graph);
+    }
+
+    /**
+     * {@inheritDoc}
+     *
+     * <p>libtorch's CUDA graphs ({@code at::cuda::CUDAGraph}, reached through JNA): on a CUDA
+     * device of a libtorch built with CUDA.
+     */
+    @Override
+    public StepGraphs stepGraphs() {
+        return STEP_GRAPHS;
     }
 }

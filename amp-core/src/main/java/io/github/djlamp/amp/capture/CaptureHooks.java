@@ -1,0 +1,69 @@
+package io.github.djlamp.amp.capture;
+
+import ai.djl.Device;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import io.github.djlamp.amp.spi.StepGraphs;
+import java.util.List;
+
+/**
+ * What a {@link CapturedStep} asks of the training session it belongs to. The session implements it
+ * ({@code AmpSession.captureStep}); it is not for users.
+ */
+public interface CaptureHooks {
+
+    /**
+     * Returns the trainer's device.
+     *
+     * @return the one device the step runs on
+     */
+    Device device();
+
+    /**
+     * Returns the manager the captured step's arrays live under: the trainer's.
+     *
+     * @return the manager
+     */
+    NDManager manager();
+
+    /**
+     * Returns the engine's graphs.
+     *
+     * @return the graphs
+     */
+    StepGraphs graphs();
+
+    /**
+     * Returns why this session's steps cannot be replayed as captured (several devices, a loss
+     * scale read on the host, a per-parameter update, ...), each with what to change.
+     *
+     * @return the reasons, empty when a capture can hold
+     */
+    List<String> refusals();
+
+    /**
+     * Copies each source into its destination on the device, in place.
+     *
+     * @param destinations the arrays a graph reads
+     * @param sources the batch's arrays, of the same shapes and types
+     */
+    void copy(NDList destinations, NDList sources);
+
+    /** Before the first step: host reads of device state move out of the step, between steps. */
+    void begin();
+
+    /** Ends a step after its body: {@code AmpSession.step()}, captured with the body. */
+    void step();
+
+    /** After a replayed step: advances what the step's Java code keeps on the host. */
+    void afterReplay();
+
+    /** After every step, outside any capture: the host read of device state that is due, if one. */
+    void afterStep();
+
+    /** Forgets a step whose capture was invalidated before anything ran: it runs again eagerly. */
+    void abandonStep();
+
+    /** After the last step: host reads return into the step. */
+    void end();
+}

@@ -1,0 +1,362 @@
+package io.github.djlamp.amp.capture;
+
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import io.github.djlamp.amp.spi.StepGraph;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Locale;
+import java.util.Objects;
+import java.util.Set;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * A custom loop's training step captured once into a graph and replayed for every later batch of
+ * the same shapes: one launch a step instead of one per operation, where the host, not the device,
+ * bounds the step ({@code torch.cuda.make_graphed_callables} for a whole step). Made by {@code
+ * AmpSession.captureStep(body)}:
+ *
+ * <pre>{@code
+ * try (CapturedStep step = amp.captureStep((data, labels) -> {
+ *         try (GradientCollector collector = trainer.newGradientCollector()) {
+ *             NDArray loss = trainer.getLoss().evaluate(labels, trainer.forward(data));
+ *             collector.backward(loss);
+ *             return new NDList(loss);
+ *         }
+ *     })) {
+ *     for (Batch batch : trainer.iterateDataset(dataset)) {
+ *         NDList out = step.run(batch.getData(), batch.getLabels()); // body, then amp.step()
+ *         float loss = out.head().getFloat(); // a read outside the step: allowed
+ *         batch.close();
+ *     }
+ * }
+ * }</pre>
+ *
+ * <p>The first {@link #DEFAULT_WARM_UP_STEPS} steps run eagerly (kernel checks, compiled forwards
+ * and optimizer state settle there); the next is captured and run; every later one copies its batch
+ * into the arrays the graph reads and replays it. A replay runs none of the body's Java code: the
+ * body must do the same device work at every step, and read nothing on the host (read what it
+ * returns, after {@link #run}).
+ *
+ * <p>It refuses rather than replays wrong: where the session's step cannot be captured (several
+ * devices, a loss scale read on the host, a per-parameter update, gradient accumulation,
+ * checkpointing, a gradient reducer, a learning rate schedule), where the engine has no graphs (the
+ * CPU), and after a capture the device's runtime invalidated (a host read or a synchronization in
+ * the body), every step runs eagerly; a batch of other shapes (the last, partial one) runs eagerly
+ * on its own arrays. Each is said once, in the log and by {@link #getRefusal()}. {@code
+ * -Ddjlamp.capture=off} runs every step eagerly.
+ */
+public final class CapturedStep implements AutoCloseable {
+
+    /** The system property that turns capture off ({@code -Ddjlamp.capture=off}). */
+    public static final String PROPERTY = "djlamp.capture";
+
+    /** Eager steps before the capture, as {@code make_graphed_callables} runs. */
+    public static final int DEFAULT_WARM_UP_STEPS = 3;
+
+    private static final Logger logger = LoggerFactory.getLogger(CapturedStep.class);
+
+    /** Where the step stands. */
+    public enum State {
+        /** Eager steps on the arrays the graph will read, before the capture. */
+        WARMING_UP,
+        /** Captured: steps of the captured shapes replay the graph. */
+        REPLAYING,
+        /** Every step runs eagerly: {@link #getRefusal()} says why. */
+        EAGER
+    }
+
+    private final CaptureHooks hooks;
+    private final StepBody body;
+    private final int warmUpSteps;
+    private final Set<StepSignature> eagerSignatures = new HashSet<>();
+    private State state = State.WARMING_UP;
+    private String refusal;
+    private boolean started;
+    private boolean entered;
+    private boolean closed;
+    private NDManager manager;
+    private NDManager lastOutputs;
+    private StepSignature signature;
+    private NDList data;
+    private NDList labels;
+    private NDList outputs;
+    private StepGraph graph;
+    private int warmedUp;
+    private long replays;
+
+    /**
+     * Creates a captured step; {@code AmpSession.captureStep} does.
+     *
+     * @param hooks the session's side
+     * @param body the step's forward, loss and backward
+     * @param warmUpSteps eager steps before the capture, at least 1
+     * @throws IllegalArgumentException when {@code warmUpSteps} is below 1
+     */
+    public CapturedStep(CaptureHooks hooks, StepBody body, int warmUpSteps) {
+        this.hooks = Objects.requireNonNull(hooks, "hooks");
+        this.body =
+                Objects.requireNonNull(
+                        body,
+                        "captureStep needs the step's body, got null: pass (data, labels) -> {"
+                                + " forward, loss and backward in a GradientCollector; return"
+                                + " new NDList(loss) }");
+        if (warmUpSteps < 1) {
+            throw new IllegalArgumentException(
+                    "captureStep needs at least 1 warm-up step before the capture, got "
+                            + warmUpSteps
+                            + ": the first step checks kernels and creates optimizer state,"
+                            + " which a capture cannot hold");
+        }
+        this.warmUpSteps = warmUpSteps;
+    }
+
+    /**
+     * Runs one step on a batch: the body, then {@code amp.step()}; eagerly, captured, or replayed
+     * (see the class).
+     *
+     * @param batchData the batch's data, on the trainer's device
+     * @param batchLabels the batch's labels, on the trainer's device
+     * @return what the body returned; for a captured or replayed step the same arrays every time,
+     *     overwritten by the next step (copy what must be kept; never close them)
+     * @throws IllegalStateException when the step was closed
+     */
+    public NDList run(NDList batchData, NDList batchLabels) {
+        if (closed) {
+            throw new IllegalStateException(
+                    "CapturedStep.run after close(): make a new one with amp.captureStep(body)");
+        }
+        Objects.requireNonNull(batchData, "CapturedStep.run needs the batch's data, got null");
+        Objects.requireNonNull(batchLabels, "CapturedStep.run needs the batch's labels, got null");
+        if (!started) {
+            start();
+        }
+        if (state == State.EAGER) {
+            return eager(batchData, batchLabels);
+        }
+        StepSignature batch = StepSignature.of(batchData, batchLabels);
+        if (signature == null) {
+            signature = batch;
+            NDList[] made = batch.allocate(manager);
+            data = made[0];
+            labels = made[1];
+        } else if (!batch.equals(signature)) {
+            if (eagerSignatures.add(batch)) {
+                logger.info(
+                        "djl-amp runs a step of other shapes eagerly ({}; the graph holds {}):"
+                                + " a graph replays only the shapes it captured",
+                        batch,
+                        signature);
+            }
+            return eager(batchData, batchLabels);
+        }
+        hooks.copy(data, batchData);
+        hooks.copy(labels, batchLabels);
+        if (state == State.REPLAYING) {
+            graph.replay();
+            replays++;
+            hooks.afterReplay();
+            hooks.afterStep();
+            return outputs;
+        }
+        if (warmedUp < warmUpSteps) {
+            warmedUp++;
+            NDList result = stepOnStatics(nextOutputs());
+            hooks.afterStep();
+            return result;
+        }
+        return capture();
+    }
+
+    /**
+     * Returns where the step stands.
+     *
+     * @return the state
+     */
+    public State getState() {
+        return state;
+    }
+
+    /**
+     * Returns why every step runs eagerly.
+     *
+     * @return the reason, or null while steps are captured or about to be
+     */
+    public String getRefusal() {
+        return refusal;
+    }
+
+    /**
+     * Returns how many steps replayed the graph.
+     *
+     * @return the replays, the captured step itself not counted
+     */
+    public long getReplays() {
+        return replays;
+    }
+
+    /**
+     * Frees the graph and the arrays it reads and writes (the arrays {@link #run} returned from it
+     * included), and gives the thread its stream back.
+     */
+    @Override
+    public void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        if (!started) {
+            return;
+        }
+        try {
+            leave();
+        } finally {
+            if (graph != null) {
+                graph.close();
+                graph = null;
+            }
+            manager.close(); // the statics, the outputs and the last warm-up's outputs
+        }
+    }
+
+    private void start() {
+        started = true;
+        manager = hooks.manager().newSubManager(hooks.device());
+        manager.setName("djl-amp captured step");
+        refusal = firstRefusal();
+        if (refusal != null) {
+            state = State.EAGER;
+            logger.info("djl-amp runs every step of this captured step eagerly: {}", refusal);
+            return;
+        }
+        hooks.begin();
+        hooks.graphs().enter(hooks.device());
+        entered = true;
+    }
+
+    /** Puts the thread's stream and the session's host reads back as they were before the start. */
+    private void leave() {
+        if (entered) {
+            entered = false;
+            try {
+                hooks.graphs().exit(hooks.device());
+            } finally {
+                hooks.end();
+            }
+        }
+    }
+
+    private String firstRefusal() {
+        String off = System.getProperty(PROPERTY);
+        if (off != null && off.trim().toLowerCase(Locale.ROOT).equals("off")) {
+            return "turned off by -D" + PROPERTY + "=off";
+        }
+        String engine = hooks.graphs().whyNot(hooks.device());
+        if (engine != null) {
+            return engine;
+        }
+        List<String> session = hooks.refusals();
+        return session.isEmpty() ? null : String.join("; ", session);
+    }
+
+    private NDList eager(NDList batchData, NDList batchLabels) {
+        NDList result = stepOnce(batchData, batchLabels);
+        if (entered) {
+            hooks.afterStep();
+        }
+        return result;
+    }
+
+    /**
+     * One eager step on the static arrays: what it makes from them is freed after it (the static
+     * arrays' manager would keep it), what it returns goes to {@code keep}.
+     */
+    private NDList stepOnStatics(NDManager keep) {
+        try (NDManager step = manager.newSubManager()) {
+            data.tempAttach(step);
+            labels.tempAttach(step);
+            NDList result = stepOnce(data, labels);
+            result.attach(keep);
+            return result;
+        }
+    }
+
+    /** A manager for the next warm-up step's outputs, the last one's freed. */
+    private NDManager nextOutputs() {
+        if (lastOutputs != null) {
+            lastOutputs.close();
+        }
+        lastOutputs = manager.newSubManager();
+        return lastOutputs;
+    }
+
+    private NDList stepOnce(NDList stepData, NDList stepLabels) {
+        NDList result = body.run(stepData, stepLabels);
+        if (result == null) {
+            throw new IllegalStateException(
+                    "The captured step's body returned null: return what the loop reads after"
+                            + " the step, e.g. new NDList(loss), or new NDList() for nothing");
+        }
+        hooks.step();
+        return result;
+    }
+
+    private NDList capture() {
+        NDList[] made = new NDList[1];
+        StepGraph captured;
+        try {
+            captured = hooks.graphs().capture(hooks.device(), () -> runRegion(made));
+        } catch (RuntimeException e) {
+            return giveUp("the step failed inside the capture (" + e + ")", e);
+        }
+        if (captured == null) {
+            return giveUp(
+                    "the device's runtime invalidated the capture: the body reads a value on the"
+                            + " host or synchronizes (read what it returns after run(...)"
+                            + " instead)",
+                    null);
+        }
+        graph = captured;
+        outputs = made[0]; // the graph writes them at every replay
+        state = State.REPLAYING;
+        hooks.afterStep();
+        logger.info(
+                "djl-amp captured the training step after {} warm-up steps ({}): later batches"
+                        + " of these shapes replay it",
+                warmedUp,
+                signature);
+        return outputs;
+    }
+
+    /**
+     * The captured region: the step on the static arrays, its results kept for the replays. A
+     * stand-in that runs the region again instead of replaying it (tests, without a GPU) finds its
+     * results where a replay leaves them.
+     */
+    private void runRegion(NDList[] made) {
+        if (made[0] == null && outputs == null) {
+            made[0] = stepOnStatics(manager);
+            return;
+        }
+        try (NDManager rerun = manager.newSubManager()) {
+            hooks.copy(outputs, stepOnStatics(rerun));
+        }
+    }
+
+    /** A capture that did not hold: the step runs again eagerly, and so does every later one. */
+    private NDList giveUp(String why, RuntimeException cause) {
+        state = State.EAGER;
+        refusal = why;
+        if (cause != null) {
+            logger.warn("djl-amp runs every later step eagerly: {}", why, cause);
+        } else {
+            logger.warn("djl-amp runs every later step eagerly: {}", why);
+        }
+        hooks.abandonStep();
+        NDList result = stepOnStatics(nextOutputs());
+        hooks.afterStep();
+        leave();
+        return result;
+    }
+}

@@ -1,0 +1,55 @@
+package io.github.djlamp.amp.capture;
+
+import ai.djl.Device;
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.DataType;
+import ai.djl.ndarray.types.Shape;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * The shapes, types and devices of a step's data and labels: a graph replays only batches of the
+ * signature it was captured with.
+ */
+record StepSignature(List<Entry> data, List<Entry> labels) {
+
+    /** One array's shape, type and device. */
+    record Entry(Shape shape, DataType type, Device device) {
+        @Override
+        public String toString() {
+            return shape + " " + type + " on " + device;
+        }
+    }
+
+    static StepSignature of(NDList data, NDList labels) {
+        return new StepSignature(entries(data), entries(labels));
+    }
+
+    private static List<Entry> entries(NDList arrays) {
+        List<Entry> entries = new ArrayList<>(arrays.size());
+        for (NDArray array : arrays) {
+            entries.add(new Entry(array.getShape(), array.getDataType(), array.getDevice()));
+        }
+        return List.copyOf(entries);
+    }
+
+    /** Arrays of this signature's data, then of its labels, under {@code manager}. */
+    NDList[] allocate(NDManager manager) {
+        return new NDList[] {allocate(data, manager), allocate(labels, manager)};
+    }
+
+    private static NDList allocate(List<Entry> entries, NDManager manager) {
+        NDList arrays = new NDList(entries.size());
+        for (Entry entry : entries) {
+            arrays.add(manager.zeros(entry.shape(), entry.type(), entry.device()));
+        }
+        return arrays;
+    }
+
+    @Override
+    public String toString() {
+        return "data " + data + ", labels " + labels;
+    }
+}

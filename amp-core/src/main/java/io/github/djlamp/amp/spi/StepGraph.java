@@ -1,0 +1,12 @@
+package io.github.djlamp.amp.spi;
+
+/** A captured region of a training step ({@link StepGraphs#capture}): replayed, then closed. */
+public interface StepGraph extends AutoCloseable {
+
+    /** Runs the captured device work again, on the arrays the capture used. */
+    void replay();
+
+    /** Frees the graph and its memory pool; arrays made in the capture become invalid. */
+    @Override
+    void close();
+}

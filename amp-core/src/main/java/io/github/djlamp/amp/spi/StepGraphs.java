@@ -1,0 +1,75 @@
+package io.github.djlamp.amp.spi;
+
+import ai.djl.Device;
+
+/**
+ * An engine's graphs of device work (CUDA graphs): a region of a training step captured once and
+ * replayed in one launch ({@link AmpBackend#stepGraphs()}). A capture records the work the region's
+ * Java code asks of the device without running it; a replay runs that work again on the same
+ * arrays, and none of the region's Java code.
+ */
+public interface StepGraphs {
+
+    /**
+     * Graphs that an engine layer does not have: every capture is refused with {@code reason}.
+     *
+     * @param reason why, in a user's terms
+     * @return graphs whose {@link #whyNot(Device)} is {@code reason} on every device
+     */
+    static StepGraphs unavailable(String reason) {
+        return new StepGraphs() {
+            @Override
+            public String whyNot(Device device) {
+                return reason;
+            }
+
+            @Override
+            public void enter(Device device) {
+                throw new UnsupportedOperationException(reason);
+            }
+
+            @Override
+            public void exit(Device device) {}
+
+            @Override
+            public StepGraph capture(Device device, Runnable region) {
+                throw new UnsupportedOperationException(reason);
+            }
+        };
+    }
+
+    /**
+     * Returns why regions cannot be captured on {@code device}.
+     *
+     * @param device the trainer's device
+     * @return the reason in a user's terms, or null when they can
+     */
+    String whyNot(Device device);
+
+    /**
+     * Makes the calling thread's work on {@code device} run on a stream of its own, where captures
+     * can take place; the steps before the capture (warm-up) must run there too.
+     *
+     * @param device the device
+     */
+    void enter(Device device);
+
+    /**
+     * Waits for the device, then gives the calling thread back the stream {@link #enter(Device)}
+     * replaced.
+     *
+     * @param device the device
+     */
+    void exit(Device device);
+
+    /**
+     * Captures what {@code region} asks of the device, then runs it once (a capture alone runs
+     * nothing). An exception of {@code region} ends the capture and is thrown on.
+     *
+     * @param device the device, entered by this thread
+     * @param region the Java code whose device work is captured
+     * @return the graph, or null when the device's runtime invalidated the capture (a host read or
+     *     a synchronization in it): nothing ran then
+     */
+    StepGraph capture(Device device, Runnable region);
+}

@@ -1,0 +1,86 @@
+package io.github.djlamp.amp.pytorch.cuda;
+
+import ai.djl.Device;
+import io.github.djlamp.amp.spi.StepGraph;
+import io.github.djlamp.amp.spi.StepGraphs;
+
+/**
+ * libtorch's CUDA graphs as djl-amp's step graphs: the thread's work moves to a side stream of the
+ * device from the warm-up on, each capture gets its own memory pool, and a capture the runtime
+ * invalidated is ended without a graph ({@link CudaGraphs.Graph#end()}).
+ */
+public final class CudaStepGraphs implements StepGraphs {
+
+    private final ThreadLocal<CudaGraphs.StreamValue> replaced = new ThreadLocal<>();
+
+    @Override
+    public String whyNot(Device device) {
+        if (!Device.Type.GPU.equals(device.getDeviceType())) {
+            return "the trainer's device is "
+                    + device
+                    + ", and graphs capture CUDA work (train on Device.gpu())";
+        }
+        return CudaGraphs.whyUnavailable().orElse(null);
+    }
+
+    @Override
+    public void enter(Device device) {
+        if (replaced.get() != null) {
+            return;
+        }
+        CudaGraphs graphs = CudaGraphs.get();
+        int index = device.getDeviceId();
+        graphs.synchronize();
+        replaced.set(graphs.currentStream(index));
+        graphs.makeCurrent(graphs.sideStream(index));
+    }
+
+    @Override
+    public void exit(Device device) {
+        CudaGraphs.StreamValue before = replaced.get();
+        if (before == null) {
+            return;
+        }
+        replaced.remove();
+        CudaGraphs graphs = CudaGraphs.get();
+        graphs.synchronize();
+        graphs.makeCurrent(before);
+    }
+
+    @Override
+    public StepGraph capture(Device device, Runnable region) {
+        if (replaced.get() == null) {
+            throw new IllegalStateException("capture(...) before enter(device) on this thread");
+        }
+        CudaGraphs graphs = CudaGraphs.get();
+        graphs.synchronize();
+        CudaGraphs.Graph graph = graphs.newGraph();
+        graph.begin(device.getDeviceId());
+        RuntimeException failed = null;
+        try {
+            region.run();
+        } catch (RuntimeException e) {
+            failed = e;
+        }
+        boolean replayable = graph.end();
+        if (failed != null) {
+            graph.close();
+            throw failed;
+        }
+        if (!replayable) {
+            return null;
+        }
+        graph.replay();
+        return new StepGraph() {
+            @Override
+            public void replay() {
+                graph.replay();
+            }
+
+            @Override
+            public void close() {
+                graph.close();
+            }
+        };
+    }
+}

@@ -1,0 +1,496 @@
+package io.github.djlamp.amp.train;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import ai.djl.Device;
+import ai.djl.Model;
+import ai.djl.engine.Engine;
+import ai.djl.engine.EngineException;
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.Shape;
+import ai.djl.nn.Activation;
+import ai.djl.nn.Block;
+import ai.djl.nn.Blocks;
+import ai.djl.nn.Parameter;
+import ai.djl.nn.SequentialBlock;
+import ai.djl.nn.convolutional.Conv2d;
+import ai.djl.nn.core.Linear;
+import ai.djl.nn.norm.BatchNorm;
+import ai.djl.nn.pooling.Pool;
+import ai.djl.training.DefaultTrainingConfig;
+import ai.djl.training.GradientCollector;
+import ai.djl.training.Trainer;
+import ai.djl.training.loss.Loss;
+import ai.djl.training.optimizer.Optimizer;
+import ai.djl.training.tracker.Tracker;
+import ai.djl.util.Pair;
+import io.github.djlamp.amp.Amp;
+import io.github.djlamp.amp.AmpOptions;
+import io.github.djlamp.amp.FusedOptimizer;
+import io.github.djlamp.amp.capture.CapturedStep;
+import io.github.djlamp.amp.capture.StepBody;
+import io.github.djlamp.amp.cast.MixedPrecisionBlock;
+import io.github.djlamp.amp.spi.StepGraph;
+import io.github.djlamp.amp.spi.StepGraphs;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.function.Function;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+/**
+ * The captured step's plan, without a GPU: when it captures, what it copies into the arrays a graph
+ * reads, what it returns, what a replay leaves the host to count, and where it refuses. The graphs
+ * are stand-ins: one runs the captured region again at each replay (so results can be compared with
+ * eager steps: it fails when a batch is not copied where the graph reads it, or when the results
+ * are not where a replay leaves them), one replays nothing (so only the host's bookkeeping moves).
+ * Whether libtorch's CUDA graphs replay the same step bitwise is {@code
+ * CapturedTrainingStepProbeTest}'s and {@code CapturedStepGpuTest}'s, on a GPU.
+ */
+class CapturedStepTest {
+
+    private static final int BATCH = 4;
+    private static final int WARM_UP = 3;
+    private static final int STEPS = 8;
+
+    /** Whether a stand-in is capturing: a reading body fails then, as under CUDA. */
+    private static final ThreadLocal<Boolean> CAPTURING = ThreadLocal.withInitial(() -> false);
+
+    /** The block being trained, whose state a failed stand-in capture puts back. */
+    private static final ThreadLocal<Block> PARAMETERS = new ThreadLocal<>();
+
+    @ParameterizedTest
+    @CsvSource({"mixed_float16, sgd", "mixed_bfloat16, adam", "float32, sgd"})
+    void replayedStepsEndWhereEagerStepsEnd(String policy, String optimizer) {
+        Run eager = train(policy, optimizer, options(2), null, STEPS, i -> BATCH);
+        RerunGraphs graphs = new RerunGraphs();
+        Run captured = train(policy, optimizer, options(2), graphs, STEPS, i -> BATCH);
+        assertEquals(CapturedStep.State.REPLAYING, captured.state, captured.refusal);
+        assertEquals(1, graphs.captures);
+        assertEquals(STEPS - WARM_UP - 1, graphs.replays);
+        assertEquals(STEPS - WARM_UP - 1, captured.replays);
+        assertSameStates(eager, captured);
+    }
+
+    /**
+     * A replay runs none of the step's Java code: the scaler's step count and its host reads every
+     * {@code hostSyncInterval} steps must still follow the steps, as an eager run's do.
+     */
+    @Test
+    void aReplayAdvancesWhatTheHostCounts() {
+        Run eager = train("mixed_float16", "sgd", options(2), null, STEPS, i -> BATCH);
+        Run replayed =
+                train("mixed_float16", "sgd", options(2), new NoReplayGraphs(), STEPS, i -> BATCH);
+        assertEquals(CapturedStep.State.REPLAYING, replayed.state, replayed.refusal);
+        assertEquals(STEPS, eager.scalerSteps);
+        assertEquals(STEPS, replayed.scalerSteps);
+        assertEquals(eager.hostReads, replayed.hostReads, "one host read every 2 steps");
+        assertTrue(replayed.hostReads >= STEPS / 2, "reads: " + replayed.hostReads);
+    }
+
+    /** The last, partial batch runs eagerly on its own arrays; full batches replay again after. */
+    @Test
+    void aBatchOfOtherShapesRunsEagerly() {
+        Function<Integer, Integer> sizes = i -> i == 5 ? 3 : BATCH;
+        Run eager = train("mixed_float16", "sgd", options(2), null, STEPS, sizes);
+        RerunGraphs graphs = new RerunGraphs();
+        Run captured = train("mixed_float16", "sgd", options(2), graphs, STEPS, sizes);
+        assertEquals(CapturedStep.State.REPLAYING, captured.state);
+        assertEquals(STEPS - WARM_UP - 2, captured.replays);
+        assertSameStates(eager, captured);
+    }
+
+    @Test
+    void aCaptureTheRuntimeInvalidatedRunsTheStepAgainEagerly() {
+        Run eager = train("mixed_float16", "sgd", options(2), null, STEPS, i -> BATCH);
+        Run invalidated =
+                train(
+                        "mixed_float16",
+                        "sgd",
+                        options(2),
+                        new InvalidatedGraphs(),
+                        STEPS,
+                        i -> BATCH);
+        assertEquals(CapturedStep.State.EAGER, invalidated.state);
+        assertTrue(invalidated.refusal.contains("invalidated the capture"), invalidated.refusal);
+        assertSameStates(eager, invalidated);
+    }
+
+    /**
+     * A host read inside the captured region fails there (CUDA refuses it while capturing); the
+     * step runs again eagerly, the failure named.
+     */
+    @Test
+    void aHostReadInTheBodyEndsCapturingNotTraining() {
+        Run eager = train("mixed_float16", "sgd", options(2), null, STEPS, i -> BATCH, false, true);
+        Run failed =
+                train(
+                        "mixed_float16",
+                        "sgd",
+                        options(2),
+                        new ReadRefusingGraphs(),
+                        STEPS,
+                        i -> BATCH,
+                        false,
+                        true);
+        assertEquals(CapturedStep.State.EAGER, failed.state);
+        assertTrue(failed.refusal.contains("operation not permitted when stream is capturing"));
+        assertSameStates(eager, failed);
+    }
+
+    @Test
+    void whatCannotBeReplayedRunsEagerlyAndSaysWhy() {
+        AmpOptions perParameter = AmpOptions.builder().fusedOptimizer(FusedOptimizer.OFF).build();
+        assertRefused(perParameter, "sgd", "per-parameter update");
+        AmpOptions accumulating =
+                AmpOptions.builder().fusedOptimizer(FusedOptimizer.ON).accumulationSteps(2).build();
+        assertRefused(accumulating, "sgd", "accumulate over 2 batches");
+        assertRefused(options(2), "scheduled", "Tracker.fixed");
+        System.setProperty(CapturedStep.PROPERTY, "off");
+        try {
+            assertRefused(options(2), "sgd", "-Ddjlamp.capture=off");
+        } finally {
+            System.clearProperty(CapturedStep.PROPERTY);
+        }
+    }
+
+    /** On this machine's engine: the CPU has no graphs, and says so. */
+    @Test
+    void theCpuHasNoGraphs() {
+        Run run =
+                train(
+                        "mixed_float16",
+                        "sgd",
+                        options(2),
+                        null,
+                        WARM_UP + 2,
+                        i -> BATCH,
+                        true,
+                        false);
+        assertEquals(CapturedStep.State.EAGER, run.state);
+        assertTrue(run.refusal.contains("graphs capture CUDA work"), run.refusal);
+        System.out.println("CapturedStepTest: on " + Device.cpu() + ": " + run.refusal);
+    }
+
+    @Test
+    void closingFreesWhatTheGraphHolds() {
+        Engine.getInstance().setRandomSeed(3);
+        try (Model model = Model.newInstance("captured-step", "PyTorch")) {
+            MixedPrecisionBlock block = Amp.wrap(network(), "mixed_float16");
+            model.setBlock(block);
+            try (Trainer trainer =
+                    model.newTrainer(Amp.configure(config("sgd"), block, options(2)))) {
+                trainer.initialize(new Shape(BATCH, 3, 8, 8));
+                AmpSession amp = AmpSession.of(trainer);
+                CapturedStep step = amp.captureStep(body(trainer), WARM_UP, new RerunGraphs());
+                NDList out = null;
+                NDList previous = null;
+                for (int i = 0; i <= WARM_UP + 1; i++) {
+                    try (NDManager batch = trainer.getManager().newSubManager()) {
+                        previous = out;
+                        out = step.run(new NDList(data(batch, i, BATCH)), labels(batch, i, BATCH));
+                    }
+                }
+                assertSame(previous.head(), out.head(), "a replay returns the captured outputs");
+                assertTrue(!out.head().isReleased());
+                step.close();
+                assertTrue(out.head().isReleased(), "the outputs go with the graph");
+                IllegalStateException e =
+                        assertThrows(IllegalStateException.class, () -> step.run(null, null));
+                assertNotNull(e.getMessage());
+                assertThrows(
+                        IllegalArgumentException.class, () -> amp.captureStep(body(trainer), 0));
+            }
+        }
+    }
+
+    private static void assertRefused(AmpOptions options, String optimizer, String reason) {
+        Run run = train("mixed_float16", optimizer, options, new RerunGraphs(), 2, i -> BATCH);
+        assertEquals(CapturedStep.State.EAGER, run.state);
+        assertNotNull(run.refusal);
+        assertTrue(run.refusal.contains(reason), run.refusal);
+        assertEquals(0, run.replays);
+    }
+
+    private static void assertSameStates(Run eager, Run captured) {
+        assertEquals(eager.states.size(), captured.states.size());
+        for (int step = 0; step < eager.states.size(); step++) {
+            List<float[]> expected = eager.states.get(step);
+            List<float[]> actual = captured.states.get(step);
+            assertEquals(expected.size(), actual.size());
+            for (int i = 0; i < expected.size(); i++) {
+                assertArrayEquals(expected.get(i), actual.get(i), 0f, "step " + step + ", " + i);
+            }
+        }
+    }
+
+    private static AmpOptions options(int hostSyncInterval) {
+        return AmpOptions.builder()
+                .fusedOptimizer(FusedOptimizer.ON)
+                .hostSyncInterval(hostSyncInterval)
+                .build();
+    }
+
+    private static DefaultTrainingConfig config(String optimizer) {
+        Optimizer update =
+                switch (optimizer) {
+                    case "adam" ->
+                            Optimizer.adam().optLearningRateTracker(Tracker.fixed(0.01f)).build();
+                    case "scheduled" ->
+                            Optimizer.sgd()
+                                    .setLearningRateTracker(
+                                            Tracker.factor()
+                                                    .setBaseValue(0.1f)
+                                                    .setFactor(0.5f)
+                                                    .build())
+                                    .build();
+                    default ->
+                            Optimizer.sgd()
+                                    .setLearningRateTracker(Tracker.fixed(0.1f))
+                                    .optMomentum(0.9f)
+                                    .build();
+                };
+        return new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss()).optOptimizer(update);
+    }
+
+    private static Block network() {
+        return new SequentialBlock()
+                .add(
+                        Conv2d.builder()
+                                .setKernelShape(new Shape(3, 3))
+                                .optPadding(new Shape(1, 1))
+                                .setFilters(4)
+                                .build())
+                .add(BatchNorm.builder().build())
+                .add(Activation.reluBlock())
+                .add(Pool.globalAvgPool2dBlock())
+                .add(Blocks.batchFlattenBlock())
+                .add(Linear.builder().setUnits(5).build());
+    }
+
+    private static StepBody body(Trainer trainer) {
+        return (data, labels) -> {
+            try (GradientCollector collector = trainer.newGradientCollector()) {
+                NDArray loss = trainer.getLoss().evaluate(labels, trainer.forward(data));
+                collector.backward(loss);
+                return new NDList(loss);
+            }
+        };
+    }
+
+    /**
+     * A body that unscales the gradients and reads a gradient's norm on the host, as a loop that
+     * clips by norm does: no capture can hold it.
+     */
+    private static StepBody readingBody(Trainer trainer, AmpSession amp) {
+        return (data, labels) -> {
+            NDArray loss;
+            try (GradientCollector collector = trainer.newGradientCollector()) {
+                loss = trainer.getLoss().evaluate(labels, trainer.forward(data));
+                collector.backward(loss);
+            }
+            amp.unscaleGradients();
+            if (CAPTURING.get()) {
+                throw new EngineException(
+                        "CUDA error: operation not permitted when stream is capturing");
+            }
+            Parameter first = trainer.getModel().getBlock().getParameters().get(0).getValue();
+            assertTrue(first.getArray().getGradient().norm().getFloat() >= 0f);
+            return new NDList(loss);
+        };
+    }
+
+    private static NDArray data(NDManager manager, int step, int size) {
+        return manager.arange(size * 3f * 8 * 8).reshape(size, 3, 8, 8).div(37f + step).sin();
+    }
+
+    private static NDList labels(NDManager manager, int step, int size) {
+        return new NDList(manager.arange(size).add(step).mod(5));
+    }
+
+    /** What a run ended with: after each step the loss read, the weights and statistics. */
+    private record Run(
+            List<List<float[]>> states,
+            CapturedStep.State state,
+            String refusal,
+            long replays,
+            long scalerSteps,
+            long hostReads) {}
+
+    private static Run train(
+            String policy,
+            String optimizer,
+            AmpOptions options,
+            StepGraphs graphs,
+            int steps,
+            Function<Integer, Integer> batchSizes) {
+        return train(policy, optimizer, options, graphs, steps, batchSizes, false, false);
+    }
+
+    /**
+     * With {@code graphs} null and not {@code engineGraphs}, the plain custom loop of {@code
+     * AmpSession}'s documentation; else the same body through a captured step. A {@code reading}
+     * body reads a gradient's norm on the host before the step.
+     */
+    private static Run train(
+            String policy,
+            String optimizer,
+            AmpOptions options,
+            StepGraphs graphs,
+            int steps,
+            Function<Integer, Integer> batchSizes,
+            boolean engineGraphs,
+            boolean reading) {
+        Engine.getInstance().setRandomSeed(11);
+        List<List<float[]>> states = new ArrayList<>();
+        try (Model model = Model.newInstance("captured-step", "PyTorch")) {
+            MixedPrecisionBlock block = Amp.wrap(network(), policy);
+            model.setBlock(block);
+            try (Trainer trainer =
+                    model.newTrainer(Amp.configure(config(optimizer), block, options))) {
+                trainer.initialize(new Shape(BATCH, 3, 8, 8));
+                AmpSession amp = AmpSession.of(trainer);
+                StepBody body = reading ? readingBody(trainer, amp) : body(trainer);
+                PARAMETERS.set(block);
+                CapturedStep step =
+                        graphs == null && !engineGraphs
+                                ? null
+                                : amp.captureStep(body, WARM_UP, graphs);
+                try {
+                    for (int i = 0; i < steps; i++) {
+                        try (NDManager batch = trainer.getManager().newSubManager()) {
+                            int size = batchSizes.apply(i);
+                            NDList data = new NDList(data(batch, i, size));
+                            NDList labels = labels(batch, i, size);
+                            NDList out;
+                            if (step == null) {
+                                out = body.run(data, labels);
+                                amp.step();
+                            } else {
+                                out = step.run(data, labels);
+                            }
+                            List<float[]> state = new ArrayList<>();
+                            state.add(out.head().toFloatArray());
+                            for (Pair<String, Parameter> p : block.getParameters()) {
+                                state.add(p.getValue().getArray().toFloatArray());
+                            }
+                            states.add(state);
+                        }
+                    }
+                    return new Run(
+                            states,
+                            step == null ? null : step.getState(),
+                            step == null ? null : step.getRefusal(),
+                            step == null ? 0 : step.getReplays(),
+                            amp.getScaler().getSteps(),
+                            amp.getScaler().getHostReads());
+                } finally {
+                    if (step != null) {
+                        step.close();
+                    }
+                }
+            }
+        }
+    }
+
+    /** Graphs of an engine that has them, on every device. */
+    private abstract static class StandInGraphs implements StepGraphs {
+        int captures;
+        int replays;
+
+        @Override
+        public String whyNot(Device device) {
+            return null;
+        }
+
+        @Override
+        public void enter(Device device) {}
+
+        @Override
+        public void exit(Device device) {}
+    }
+
+    /** Runs the region again at each replay: the results are an eager step's. */
+    private static final class RerunGraphs extends StandInGraphs {
+        @Override
+        public StepGraph capture(Device device, Runnable region) {
+            captures++;
+            region.run();
+            return new StepGraph() {
+                @Override
+                public void replay() {
+                    replays++;
+                    region.run();
+                }
+
+                @Override
+                public void close() {}
+            };
+        }
+    }
+
+    /** Replays nothing: only what the host counts moves. */
+    private static final class NoReplayGraphs extends StandInGraphs {
+        @Override
+        public StepGraph capture(Device device, Runnable region) {
+            region.run();
+            return new StepGraph() {
+                @Override
+                public void replay() {}
+
+                @Override
+                public void close() {}
+            };
+        }
+    }
+
+    /** The runtime invalidated every capture before the region ran anything. */
+    private static final class InvalidatedGraphs extends StandInGraphs {
+        @Override
+        public StepGraph capture(Device device, Runnable region) {
+            return null;
+        }
+    }
+
+    /**
+     * The runtime refuses the body's host read while capturing, as CUDA does; what the region did
+     * before it (weights, statistics, gradients) is undone, since a capture runs nothing on the
+     * device.
+     */
+    private static final class ReadRefusingGraphs extends StandInGraphs {
+        @Override
+        public StepGraph capture(Device device, Runnable region) {
+            List<NDArray> live = new ArrayList<>();
+            for (Pair<String, Parameter> p : PARAMETERS.get().getParameters()) {
+                NDArray array = p.getValue().getArray();
+                live.add(array);
+                if (array.hasGradient()) {
+                    live.add(array.getGradient());
+                }
+            }
+            List<NDArray> before = new ArrayList<>();
+            for (NDArray array : live) {
+                before.add(array.duplicate());
+            }
+            CAPTURING.set(true);
+            try {
+                region.run();
+                return null;
+            } finally {
+                CAPTURING.set(false);
+                for (int i = 0; i < live.size(); i++) {
+                    live.get(i).set(before.get(i).toByteBuffer());
+                    before.get(i).close();
+                }
+            }
+        }
+    }
+}
