@@ -50,6 +50,7 @@ def load(directory):
                     "shapes": data.get("parameterShapes"),
                     "parameters": data.get("parameters"),
                     "share": variant.get("lowPrecisionShare"),
+                    "capture": variant.get("capture"),
                 }
             )
     return runs
@@ -265,6 +266,13 @@ def render(directory, measured_only=False):
             )
         )
     lines.append("")
+    captures = [r for r in runs if r["capture"]]
+    if captures:
+        lines.append("What each captured variant's step did (issue 42):")
+        lines.append("")
+        for r in sorted(captures, key=lambda r: (r["batch"], r["key"])):
+            lines.append("- batch %d, %s: %s" % (r["batch"], r["key"], r["capture"]))
+        lines.append("")
     lines.extend(first_and_steady_memory(runs))
     for batch in sorted({r["batch"] for r in runs}):
         find = {r["key"]: r for r in runs if r["batch"] == batch}
@@ -284,7 +292,28 @@ def render(directory, measured_only=False):
         lines.append("| comparison | ratio | target (ResNetV1-50's, issue 31) |")
         lines.append("| --- | ---: | --- |")
         # the fused variants are what Amp.configure gives on one GPU (FusedOptimizer.AUTO)
+        captured_target = {32: "≥ 1.5x (issue 42)", 128: "≥ 1.2x (issue 42)", 256: "≥ 1.05x (issue 42)"}
         rows = [
+            (
+                "throughput: djl-amp bf16 fused, step captured / PyTorch bf16 autocast channels-last",
+                ratio(throughput("djl-amp-bf16-fused-captured"), throughput("pt-bf16-autocast-cl")),
+                captured_target.get(batch, ""),
+            ),
+            (
+                "throughput: djl-amp fp16 fused, step captured / PyTorch fp16 autocast channels-last",
+                ratio(throughput("djl-amp-fp16-fused-captured"), throughput("pt-fp16-autocast-cl")),
+                captured_target.get(batch, ""),
+            ),
+            (
+                "throughput: djl-amp bf16 fused, step captured / not captured",
+                ratio(throughput("djl-amp-bf16-fused-captured"), throughput("djl-amp-bf16-fused")),
+                "",
+            ),
+            (
+                "peak memory: djl-amp bf16 fused, step captured / not captured (cudaMemGetInfo)",
+                ratio(used("djl-amp-bf16-fused-captured"), used("djl-amp-bf16-fused")),
+                "",
+            ),
             (
                 "throughput: djl-amp bf16 fused (GPU default) / DJL fp32",
                 ratio(throughput("djl-amp-bf16-fused"), throughput("djl-fp32")),

@@ -11,18 +11,20 @@
 #
 # Parts, in order:
 #   1. bash .gpu/gpu.sh info (GPU, torch, JNI, what DJL sees)                      limit --info-limit (60 s)
-#   2. the GPU-sensitive tests, .gpu/gpu.sh test: amp-djl-engine's (--engine-tests, 22 classes; the CUDA graph probes last, so that a crash in one costs only them),
+#   2. the GPU-sensitive tests, .gpu/gpu.sh test: amp-djl-engine's (--engine-tests, 23 classes; the CUDA graph probes and the captured step last, so that a crash in one costs only them),
 #      then integration-tests' (--it-tests, 7 classes), one JVM each    limit --tests-limit (150 s) together
 #   3. bash bench/gpu/run-gpu.sh, with what is left less 15 s for rendering and packing as --budget:
 #      a. ResNetV1-50 224x224 at batches 32 (issue 31 item 1's batch), 128 and 256 (item 5):
-#         djl-amp bf16 fused (the GPU default), the same with the compiled forward off (-eager),
+#         djl-amp bf16 fused (the GPU default), bf16 and fp16 fused with the step captured and
+#         replayed (-captured, issue 42), the same with the compiled forward off (-eager),
 #         bf16 fused with Checkpointing.stages(), fp16 fused, bf16 fused without kernel checks,
-#         DJL fp32; PyTorch bf16, fp16 and fp32 autocast channels-last: 27 processes, each with the first step apart (its time, its polled peak,
+#         DJL fp32; PyTorch bf16, fp16 and fp32 autocast channels-last: 33 processes, each with the first step apart (its time, its polled peak,
 #         the device memory after it) from the steady steps
 #      b. the largest batch under a 16 GiB cap: djl-amp bf16 fused, the same checkpointed, PyTorch
 #         bf16 channels-last (fits from a.'s rows, 2 short probes each, 3 at most)
-#      c. the transformer rows (issue 29; seven processes: the compiled bf16 forward and the eager
-#         one beside DJL fp32, fp16, and PyTorch's three), only in the time a. and b. left
+#      c. the transformer rows (issue 29; eight processes: the compiled bf16 forward, captured and
+#         not, and the eager one beside DJL fp32, fp16, and PyTorch's three), only in the time a.
+#         and b. left
 #
 # The arithmetic (device time; the machine's start and the transfers come on top of the 590 s):
 # - A variant process of the ResNet table: the H100 call of 2026-11-26 ran 26 of them (5 warm-up
@@ -55,7 +57,7 @@ cd "$root" || exit 2
 total=590
 info_limit=60
 tests_limit=150
-engine_tests=CompiledWrapperTest,CompiledOperationsTest,CompiledUserBlocksTest,CompiledModelZooTest,CompiledTrainerStepsTest,CompiledConcurrencyTest,HostReadTest,GradScalerKernelsTest,FusedOptimizerStepTest,FreedMemoryTest,KernelVerifierTest,ProductCheckTest,TransformerLayerByLayerTest,BertLayerByLayerTest,EngineAutocastTest,CudaAutocastTest,CudaRecurrentAutocastTest,ReadBlockAroundLstmTest,EngineAutocastTrainingTest,CudaGraphAbiTest,CudaGraphReplayTest,CapturedTrainingStepProbeTest
+engine_tests=CompiledWrapperTest,CompiledOperationsTest,CompiledUserBlocksTest,CompiledModelZooTest,CompiledTrainerStepsTest,CompiledConcurrencyTest,HostReadTest,GradScalerKernelsTest,FusedOptimizerStepTest,FreedMemoryTest,KernelVerifierTest,ProductCheckTest,TransformerLayerByLayerTest,BertLayerByLayerTest,EngineAutocastTest,CudaAutocastTest,CudaRecurrentAutocastTest,ReadBlockAroundLstmTest,EngineAutocastTrainingTest,CudaGraphAbiTest,CudaGraphReplayTest,CapturedTrainingStepProbeTest,CapturedStepTest
 it_tests=EngineCallsPerForwardTest,NativeMemoryTest,DeviceResidentScalerTest,FusedOptimizerTrainingTest,FirstStepKeepsNothingTest,CheckpointedRandomBlockTest,D2lResidualIn16BitsTest
 bench_args=()
 while [ $# -gt 0 ]; do
@@ -120,11 +122,11 @@ tests_part integration-tests "$it_tests" $(( tests_end - $(elapsed) ))
 budget=$(( total - $(elapsed) - 15 ))
 part bench $(( budget + 15 )) bash bench/gpu/run-gpu.sh --budget "$budget" --process-timeout 90 \
     --batches 32,128,256 --cap-fit-batches 128,256 \
-    --djl-variants djl-amp-bf16-fused,djl-amp-bf16-fused-eager,djl-amp-bf16-fused-ckpt-stages,djl-amp-fp16-fused,djl-amp-bf16-fused-unchecked,djl-fp32 \
+    --djl-variants djl-amp-bf16-fused,djl-amp-bf16-fused-captured,djl-amp-fp16-fused-captured,djl-amp-bf16-fused-eager,djl-amp-bf16-fused-ckpt-stages,djl-amp-fp16-fused,djl-amp-bf16-fused-unchecked,djl-fp32 \
     --pt-variants pt-bf16-autocast-cl,pt-fp16-autocast-cl,pt-fp32-cl \
     --cap-gib 16 --cap-variants djl-amp-bf16-fused,djl-amp-bf16-fused-ckpt-stages,pt-bf16-autocast-cl \
     --cap-reserve 100 --transformer-reserve 0 \
-    --transformer-djl-variants djl-fp32,djl-amp-bf16-fused,djl-amp-bf16-fused-eager,djl-amp-fp16-fused \
+    --transformer-djl-variants djl-fp32,djl-amp-bf16-fused,djl-amp-bf16-fused-captured,djl-amp-bf16-fused-eager,djl-amp-fp16-fused \
     "${bench_args[@]}"
 say "done after $(elapsed)s (exit $rc_all); \$OUT: $(find "$OUT" -maxdepth 1 -type f -printf '%f ')"
 echo "----- $OUT/summary.txt"

@@ -23,6 +23,7 @@ import ai.djl.nn.SequentialBlock;
 import ai.djl.nn.convolutional.Conv2d;
 import ai.djl.nn.core.Linear;
 import ai.djl.nn.norm.BatchNorm;
+import ai.djl.nn.norm.Dropout;
 import ai.djl.nn.pooling.Pool;
 import ai.djl.training.DefaultTrainingConfig;
 import ai.djl.training.GradientCollector;
@@ -70,14 +71,14 @@ class CapturedStepTest {
     @ParameterizedTest
     @CsvSource({"mixed_float16, sgd", "mixed_bfloat16, adam", "float32, sgd"})
     void replayedStepsEndWhereEagerStepsEnd(String policy, String optimizer) {
-        Run eager = train(policy, optimizer, options(2), null, STEPS, i -> BATCH);
+        Setup setup = Setup.of(policy, optimizer);
         RerunGraphs graphs = new RerunGraphs();
-        Run captured = train(policy, optimizer, options(2), graphs, STEPS, i -> BATCH);
+        Run captured = train(setup.on(graphs));
         assertEquals(CapturedStep.State.REPLAYING, captured.state, captured.refusal);
         assertEquals(1, graphs.captures);
         assertEquals(STEPS - WARM_UP - 1, graphs.replays);
         assertEquals(STEPS - WARM_UP - 1, captured.replays);
-        assertSameStates(eager, captured);
+        assertSameStates(train(setup), captured);
     }
 
     /**
@@ -86,9 +87,9 @@ class CapturedStepTest {
      */
     @Test
     void aReplayAdvancesWhatTheHostCounts() {
-        Run eager = train("mixed_float16", "sgd", options(2), null, STEPS, i -> BATCH);
-        Run replayed =
-                train("mixed_float16", "sgd", options(2), new NoReplayGraphs(), STEPS, i -> BATCH);
+        Setup setup = Setup.of("mixed_float16", "sgd");
+        Run eager = train(setup);
+        Run replayed = train(setup.on(new NoReplayGraphs()));
         assertEquals(CapturedStep.State.REPLAYING, replayed.state, replayed.refusal);
         assertEquals(STEPS, eager.scalerSteps);
         assertEquals(STEPS, replayed.scalerSteps);
@@ -99,29 +100,20 @@ class CapturedStepTest {
     /** The last, partial batch runs eagerly on its own arrays; full batches replay again after. */
     @Test
     void aBatchOfOtherShapesRunsEagerly() {
-        Function<Integer, Integer> sizes = i -> i == 5 ? 3 : BATCH;
-        Run eager = train("mixed_float16", "sgd", options(2), null, STEPS, sizes);
-        RerunGraphs graphs = new RerunGraphs();
-        Run captured = train("mixed_float16", "sgd", options(2), graphs, STEPS, sizes);
+        Setup setup = Setup.of("mixed_float16", "sgd").withSizes(i -> i == 5 ? 3 : BATCH);
+        Run captured = train(setup.on(new RerunGraphs()));
         assertEquals(CapturedStep.State.REPLAYING, captured.state);
         assertEquals(STEPS - WARM_UP - 2, captured.replays);
-        assertSameStates(eager, captured);
+        assertSameStates(train(setup), captured);
     }
 
     @Test
     void aCaptureTheRuntimeInvalidatedRunsTheStepAgainEagerly() {
-        Run eager = train("mixed_float16", "sgd", options(2), null, STEPS, i -> BATCH);
-        Run invalidated =
-                train(
-                        "mixed_float16",
-                        "sgd",
-                        options(2),
-                        new InvalidatedGraphs(),
-                        STEPS,
-                        i -> BATCH);
+        Setup setup = Setup.of("mixed_float16", "sgd");
+        Run invalidated = train(setup.on(new InvalidatedGraphs()));
         assertEquals(CapturedStep.State.EAGER, invalidated.state);
         assertTrue(invalidated.refusal.contains("invalidated the capture"), invalidated.refusal);
-        assertSameStates(eager, invalidated);
+        assertSameStates(train(setup), invalidated);
     }
 
     /**
@@ -130,20 +122,11 @@ class CapturedStepTest {
      */
     @Test
     void aHostReadInTheBodyEndsCapturingNotTraining() {
-        Run eager = train("mixed_float16", "sgd", options(2), null, STEPS, i -> BATCH, false, true);
-        Run failed =
-                train(
-                        "mixed_float16",
-                        "sgd",
-                        options(2),
-                        new ReadRefusingGraphs(),
-                        STEPS,
-                        i -> BATCH,
-                        false,
-                        true);
+        Setup setup = Setup.of("mixed_float16", "sgd").withReading();
+        Run failed = train(setup.on(new ReadRefusingGraphs()));
         assertEquals(CapturedStep.State.EAGER, failed.state);
         assertTrue(failed.refusal.contains("operation not permitted when stream is capturing"));
-        assertSameStates(eager, failed);
+        assertSameStates(train(setup), failed);
     }
 
     @Test
@@ -162,29 +145,68 @@ class CapturedStepTest {
         }
     }
 
-    /** On this machine's engine: the CPU has no graphs, and says so. */
+    /**
+     * With the engine's own graphs: on a GPU, libtorch's CUDA graphs replay the step bitwise as the
+     * eager steps run it (dropout's random draws included); elsewhere every step runs eagerly,
+     * saying why.
+     */
+    @ParameterizedTest
+    @CsvSource({
+        "mixed_float16, sgd, false",
+        "mixed_bfloat16, adam, false",
+        "mixed_bfloat16, sgd, true"
+    })
+    void theEngineCapturesOnAGpuAndRefusesElsewhere(
+            String policy, String optimizer, boolean dropout) {
+        Setup setup = Setup.of(policy, optimizer);
+        if (dropout) {
+            setup = setup.withDropout();
+        }
+        Run captured = train(setup.onEngineGraphs());
+        Run eager = train(setup);
+        if (!gpu()) {
+            assertEquals(CapturedStep.State.EAGER, captured.state);
+            assertTrue(captured.refusal.contains("graphs capture CUDA work"), captured.refusal);
+            System.out.println("CapturedStepTest: on " + Device.cpu() + ": " + captured.refusal);
+        } else {
+            assertEquals(CapturedStep.State.REPLAYING, captured.state, captured.refusal);
+            assertEquals(STEPS - WARM_UP - 1, captured.replays);
+            System.out.println(
+                    "CapturedStepTest: "
+                            + setup
+                            + ": captured by libtorch's CUDA graphs, "
+                            + captured.replays
+                            + " replays");
+        }
+        assertSameStates(eager, captured);
+    }
+
+    /**
+     * On a GPU, a body that reads a value on the host inside the capture: CUDA refuses the read,
+     * the capture ends without a graph, the step runs again eagerly, and training goes on as the
+     * eager loop's.
+     */
     @Test
-    void theCpuHasNoGraphs() {
-        Run run =
-                train(
-                        "mixed_float16",
-                        "sgd",
-                        options(2),
-                        null,
-                        WARM_UP + 2,
-                        i -> BATCH,
-                        true,
-                        false);
-        assertEquals(CapturedStep.State.EAGER, run.state);
-        assertTrue(run.refusal.contains("graphs capture CUDA work"), run.refusal);
-        System.out.println("CapturedStepTest: on " + Device.cpu() + ": " + run.refusal);
+    void onAGpuAHostReadInTheBodyRunsTheStepEagerly() {
+        if (!gpu()) {
+            System.out.println(
+                    "CapturedStepTest: no GPU here, so no CUDA capture to refuse a host read"
+                            + " (aHostReadInTheBodyEndsCapturingNotTraining runs the plan with a"
+                            + " stand-in)");
+            return;
+        }
+        Setup setup = Setup.of("mixed_float16", "sgd").withReading();
+        Run failed = train(setup.onEngineGraphs());
+        assertEquals(CapturedStep.State.EAGER, failed.state);
+        System.out.println("CapturedStepTest: a host read inside the capture: " + failed.refusal);
+        assertSameStates(train(setup), failed);
     }
 
     @Test
     void closingFreesWhatTheGraphHolds() {
         Engine.getInstance().setRandomSeed(3);
         try (Model model = Model.newInstance("captured-step", "PyTorch")) {
-            MixedPrecisionBlock block = Amp.wrap(network(), "mixed_float16");
+            MixedPrecisionBlock block = Amp.wrap(network(false), "mixed_float16");
             model.setBlock(block);
             try (Trainer trainer =
                     model.newTrainer(Amp.configure(config("sgd"), block, options(2)))) {
@@ -213,11 +235,16 @@ class CapturedStepTest {
     }
 
     private static void assertRefused(AmpOptions options, String optimizer, String reason) {
-        Run run = train("mixed_float16", optimizer, options, new RerunGraphs(), 2, i -> BATCH);
+        Setup setup = new Setup("mixed_float16", optimizer, options, 2, i -> BATCH, false, false);
+        Run run = train(setup.on(new RerunGraphs()));
         assertEquals(CapturedStep.State.EAGER, run.state);
         assertNotNull(run.refusal);
         assertTrue(run.refusal.contains(reason), run.refusal);
         assertEquals(0, run.replays);
+    }
+
+    private static boolean gpu() {
+        return Engine.getEngine("PyTorch").getGpuCount() > 0;
     }
 
     private static void assertSameStates(Run eager, Run captured) {
@@ -261,17 +288,21 @@ class CapturedStepTest {
         return new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss()).optOptimizer(update);
     }
 
-    private static Block network() {
-        return new SequentialBlock()
-                .add(
-                        Conv2d.builder()
-                                .setKernelShape(new Shape(3, 3))
-                                .optPadding(new Shape(1, 1))
-                                .setFilters(4)
-                                .build())
-                .add(BatchNorm.builder().build())
-                .add(Activation.reluBlock())
-                .add(Pool.globalAvgPool2dBlock())
+    private static Block network(boolean dropout) {
+        SequentialBlock network =
+                new SequentialBlock()
+                        .add(
+                                Conv2d.builder()
+                                        .setKernelShape(new Shape(3, 3))
+                                        .optPadding(new Shape(1, 1))
+                                        .setFilters(4)
+                                        .build())
+                        .add(BatchNorm.builder().build())
+                        .add(Activation.reluBlock());
+        if (dropout) {
+            network.add(Dropout.builder().optRate(0.3f).build());
+        }
+        return network.add(Pool.globalAvgPool2dBlock())
                 .add(Blocks.batchFlattenBlock())
                 .add(Linear.builder().setUnits(5).build());
     }
@@ -325,49 +356,95 @@ class CapturedStepTest {
             long scalerSteps,
             long hostReads) {}
 
-    private static Run train(
+    /**
+     * A run's training: a {@code reading} body reads a gradient's norm on the host before the step.
+     * Without graphs, the plain custom loop of {@code AmpSession}'s documentation; else the same
+     * body through a captured step on them (the engine's own when {@code engine}).
+     */
+    private record Setup(
             String policy,
             String optimizer,
             AmpOptions options,
-            StepGraphs graphs,
             int steps,
-            Function<Integer, Integer> batchSizes) {
-        return train(policy, optimizer, options, graphs, steps, batchSizes, false, false);
+            Function<Integer, Integer> sizes,
+            boolean reading,
+            boolean dropout,
+            StepGraphs graphs,
+            boolean engine) {
+
+        Setup(
+                String policy,
+                String optimizer,
+                AmpOptions options,
+                int steps,
+                Function<Integer, Integer> sizes,
+                boolean reading,
+                boolean dropout) {
+            this(policy, optimizer, options, steps, sizes, reading, dropout, null, false);
+        }
+
+        static Setup of(String policy, String optimizer) {
+            return new Setup(
+                    policy,
+                    optimizer,
+                    CapturedStepTest.options(2),
+                    STEPS,
+                    i -> BATCH,
+                    false,
+                    false);
+        }
+
+        Setup withSizes(Function<Integer, Integer> batchSizes) {
+            return new Setup(policy, optimizer, options, steps, batchSizes, reading, dropout);
+        }
+
+        Setup withReading() {
+            return new Setup(policy, optimizer, options, steps, sizes, true, dropout);
+        }
+
+        Setup withDropout() {
+            return new Setup(policy, optimizer, options, steps, sizes, reading, true);
+        }
+
+        Setup on(StepGraphs stepGraphs) {
+            return new Setup(
+                    policy, optimizer, options, steps, sizes, reading, dropout, stepGraphs, false);
+        }
+
+        Setup onEngineGraphs() {
+            return new Setup(
+                    policy, optimizer, options, steps, sizes, reading, dropout, null, true);
+        }
+
+        boolean captures() {
+            return graphs != null || engine;
+        }
+
+        @Override
+        public String toString() {
+            return policy + " " + optimizer + (dropout ? " with dropout" : "");
+        }
     }
 
-    /**
-     * With {@code graphs} null and not {@code engineGraphs}, the plain custom loop of {@code
-     * AmpSession}'s documentation; else the same body through a captured step. A {@code reading}
-     * body reads a gradient's norm on the host before the step.
-     */
-    private static Run train(
-            String policy,
-            String optimizer,
-            AmpOptions options,
-            StepGraphs graphs,
-            int steps,
-            Function<Integer, Integer> batchSizes,
-            boolean engineGraphs,
-            boolean reading) {
+    private static Run train(Setup setup) {
         Engine.getInstance().setRandomSeed(11);
         List<List<float[]>> states = new ArrayList<>();
         try (Model model = Model.newInstance("captured-step", "PyTorch")) {
-            MixedPrecisionBlock block = Amp.wrap(network(), policy);
+            MixedPrecisionBlock block = Amp.wrap(network(setup.dropout()), setup.policy());
             model.setBlock(block);
             try (Trainer trainer =
-                    model.newTrainer(Amp.configure(config(optimizer), block, options))) {
+                    model.newTrainer(
+                            Amp.configure(config(setup.optimizer()), block, setup.options()))) {
                 trainer.initialize(new Shape(BATCH, 3, 8, 8));
                 AmpSession amp = AmpSession.of(trainer);
-                StepBody body = reading ? readingBody(trainer, amp) : body(trainer);
+                StepBody body = setup.reading() ? readingBody(trainer, amp) : body(trainer);
                 PARAMETERS.set(block);
                 CapturedStep step =
-                        graphs == null && !engineGraphs
-                                ? null
-                                : amp.captureStep(body, WARM_UP, graphs);
+                        setup.captures() ? amp.captureStep(body, WARM_UP, setup.graphs()) : null;
                 try {
-                    for (int i = 0; i < steps; i++) {
+                    for (int i = 0; i < setup.steps(); i++) {
                         try (NDManager batch = trainer.getManager().newSubManager()) {
-                            int size = batchSizes.apply(i);
+                            int size = setup.sizes().apply(i);
                             NDList data = new NDList(data(batch, i, size));
                             NDList labels = labels(batch, i, size);
                             NDList out;

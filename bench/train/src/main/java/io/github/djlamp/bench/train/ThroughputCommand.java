@@ -165,6 +165,12 @@ final class ThroughputCommand implements Callable<Integer> {
                             100 * share.getLowShare(),
                             islands.size());
                 }
+                String capture = rigs.get(k).captureState();
+                if (capture != null) {
+                    v.addProperty("capture", capture);
+                    System.out.printf(
+                            "%-22s captured step: %s%n", rigs.get(k).getVariant().key(), capture);
+                }
                 variantsJson.add(v);
                 Samples s = new Samples(ms[k]);
                 if (phases) {

@@ -10,13 +10,16 @@ import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Parameter;
 import ai.djl.training.DefaultTrainingConfig;
 import ai.djl.training.EasyTrain;
+import ai.djl.training.GradientCollector;
 import ai.djl.training.Trainer;
 import ai.djl.training.dataset.Batch;
 import ai.djl.training.loss.Loss;
 import ai.djl.util.Pair;
+import io.github.djlamp.amp.capture.CapturedStep;
 import io.github.djlamp.amp.cast.ArithmeticShare;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
 import io.github.djlamp.amp.cast.internal.CheckpointControl;
+import io.github.djlamp.amp.train.AmpSession;
 import java.util.List;
 
 /**
@@ -41,6 +44,7 @@ public final class TrainingRig implements AutoCloseable {
     private final Model model;
     private final Trainer trainer;
     private final ProbedLoss loss;
+    private CapturedStep captured;
 
     private TrainingRig(
             Network network,
@@ -205,8 +209,12 @@ public final class TrainingRig implements AutoCloseable {
             loss.atEvaluate = memory::backwardStart;
         }
         try {
-            EasyTrain.trainBatch(trainer, batch);
-            trainer.step();
+            if (variant.capturesStep()) {
+                capturedStep().run(batch.getData(), batch.getLabels());
+            } else {
+                EasyTrain.trainBatch(trainer, batch);
+                trainer.step();
+            }
             batch.close();
         } finally {
             if (memory != null) {
@@ -249,6 +257,47 @@ public final class TrainingRig implements AutoCloseable {
         try (NDManager m = trainer.getManager().newSubManager()) {
             m.zeros(new Shape(1)).toFloatArray();
         }
+    }
+
+    /**
+     * The step of a capturing variant: the body is what {@code EasyTrain.trainBatch} runs for one
+     * device (forward, loss, backward), the captured step adds {@code amp.step()}.
+     */
+    private CapturedStep capturedStep() {
+        if (captured == null) {
+            captured =
+                    AmpSession.of(trainer)
+                            .captureStep(
+                                    (data, labels) -> {
+                                        try (GradientCollector collector =
+                                                trainer.newGradientCollector()) {
+                                            NDArray value =
+                                                    trainer.getLoss()
+                                                            .evaluate(
+                                                                    labels, trainer.forward(data));
+                                            collector.backward(value);
+                                            return new NDList(value);
+                                        }
+                                    });
+        }
+        return captured;
+    }
+
+    /**
+     * Returns what a capturing variant's step did: captured and replayed, or why it ran eagerly.
+     *
+     * @return e.g. {@code REPLAYING, 20 replays}, or null for a variant that does not capture or
+     *     before its first step
+     */
+    public String captureState() {
+        if (captured == null) {
+            return null;
+        }
+        return captured.getState()
+                + ", "
+                + captured.getReplays()
+                + " replays"
+                + (captured.getRefusal() == null ? "" : ": " + captured.getRefusal());
     }
 
     /**
@@ -309,6 +358,9 @@ public final class TrainingRig implements AutoCloseable {
     /** Closes the trainer and the model. */
     @Override
     public void close() {
+        if (captured != null) {
+            captured.close();
+        }
         trainer.close();
         model.close();
     }

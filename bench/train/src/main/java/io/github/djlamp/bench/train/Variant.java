@@ -216,6 +216,40 @@ public enum Variant {
         }
     },
     /**
+     * {@link #AMP_BF16_FUSED} in a custom loop whose step is captured into a CUDA graph after 3
+     * warm-up steps and replayed ({@code AmpSession.captureStep}; eager where it refuses).
+     */
+    AMP_BF16_FUSED_CAPTURED(
+            "djl-amp-bf16-fused-captured",
+            "djl-amp bf16, fused optimizer step, step captured and replayed (CUDA graph)") {
+        @Override
+        Block wrap(Block block) {
+            return AMP_BF16_FUSED.wrap(block);
+        }
+
+        @Override
+        TrainingConfig configure(TrainingConfig config, Block wrapped) {
+            return AMP_BF16_FUSED.configure(config, wrapped);
+        }
+    },
+    /**
+     * {@link #AMP_FP16_FUSED} with its step captured and replayed, as {@link
+     * #AMP_BF16_FUSED_CAPTURED}.
+     */
+    AMP_FP16_FUSED_CAPTURED(
+            "djl-amp-fp16-fused-captured",
+            "djl-amp fp16 dynamic scaling, fused optimizer step, step captured and replayed (CUDA graph)") {
+        @Override
+        Block wrap(Block block) {
+            return AMP_FP16_FUSED.wrap(block);
+        }
+
+        @Override
+        TrainingConfig configure(TrainingConfig config, Block wrapped) {
+            return AMP_FP16_FUSED.configure(config, wrapped);
+        }
+    },
+    /**
      * djl-amp's lean fp32: policy float32 (nothing cast, no loss scaling), DJL's per-parameter
      * optimizer update.
      */
@@ -324,6 +358,14 @@ public enum Variant {
      */
     public String label() {
         return label;
+    }
+
+    /**
+     * Whether the rig runs the step through {@code AmpSession.captureStep} instead of EasyTrain's
+     * {@code trainBatch} and {@code trainer.step()}.
+     */
+    boolean capturesStep() {
+        return this == AMP_BF16_FUSED_CAPTURED || this == AMP_FP16_FUSED_CAPTURED;
     }
 
     /** Returns the block to set on the model. */
