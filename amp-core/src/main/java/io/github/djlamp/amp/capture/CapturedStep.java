@@ -170,6 +170,25 @@ public final class CapturedStep implements AutoCloseable {
     }
 
     /**
+     * Decides, before the first step, whether steps will be captured, and returns whether every
+     * step runs eagerly ({@link #getRefusal()} says why).
+     *
+     * @return true when the session's step or the device cannot be captured, or a capture failed
+     * @throws IllegalStateException when the step was closed
+     */
+    public boolean isEager() {
+        if (closed) {
+            throw new IllegalStateException(
+                    "CapturedStep.isEager after close(): make a new one with"
+                            + " amp.captureStep(body)");
+        }
+        if (!started) {
+            start();
+        }
+        return state == State.EAGER;
+    }
+
+    /**
      * Returns where the step stands.
      *
      * @return the state

@@ -64,6 +64,7 @@ public final class AmpSession implements AutoCloseable {
     private AttachedTrainer attached;
     private boolean trainerClosed;
     private boolean scaledThisStep;
+    private boolean stepDoneBeforeListeners;
 
     /**
      * Creates a session for a wrapped block: {@link io.github.djlamp.amp.Amp#configure} does, and
@@ -245,6 +246,21 @@ public final class AmpSession implements AutoCloseable {
                 new SessionCapture(this, attached, settings, optimizer, trainable, graphs),
                 body,
                 warmUpSteps);
+    }
+
+    /**
+     * {@link AmpTrain}: the batch's step is complete (a captured step ran {@link #step()}) before
+     * the listeners hear of the batch, so the listener's after-backward work is done.
+     */
+    void stepDoneBeforeListeners() {
+        stepDoneBeforeListeners = true;
+    }
+
+    /** Whether the current batch's step was completed before the listeners; forgets it. */
+    boolean takeStepDoneBeforeListeners() {
+        boolean done = stepDoneBeforeListeners;
+        stepDoneBeforeListeners = false;
+        return done;
     }
 
     /** A captured step's capture did not hold: the step starts again. */

@@ -128,19 +128,25 @@ public final class AmpTrainingListener extends TrainingListenerAdapter {
      */
     @Override
     public void onTrainingBatch(Trainer trainer, BatchData batchData) {
-        Batch batch = batchData.getBatch();
-        if (batch != null) {
-            session.afterBackward(batch.getManager());
-        } else {
-            try (NDManager stepManager = trainer.getManager().newSubManager()) {
-                session.afterBackward(stepManager);
-            }
+        // AmpTrain's captured step has checked, stepped and moved the scale already
+        if (!session.takeStepDoneBeforeListeners()) {
+            afterBackward(trainer, batchData.getBatch());
         }
         LossScaler scaler = session.getScaler();
         if (!scaler.isMirrorFresh()) {
             return; // the state is on the device: reported at its next host read
         }
         report(trainer, scaler);
+    }
+
+    private void afterBackward(Trainer trainer, Batch batch) {
+        if (batch != null) {
+            session.afterBackward(batch.getManager());
+            return;
+        }
+        try (NDManager stepManager = trainer.getManager().newSubManager()) {
+            session.afterBackward(stepManager);
+        }
     }
 
     private void report(Trainer trainer, LossScaler scaler) {

@@ -72,7 +72,7 @@ class CapturedStepTest {
     @CsvSource({"mixed_float16, sgd", "mixed_bfloat16, adam", "float32, sgd"})
     void replayedStepsEndWhereEagerStepsEnd(String policy, String optimizer) {
         Setup setup = Setup.of(policy, optimizer);
-        RerunGraphs graphs = new RerunGraphs();
+        RerunStepGraphs graphs = new RerunStepGraphs();
         Run captured = train(setup.on(graphs));
         assertEquals(CapturedStep.State.REPLAYING, captured.state, captured.refusal);
         assertEquals(1, graphs.captures);
@@ -101,7 +101,7 @@ class CapturedStepTest {
     @Test
     void aBatchOfOtherShapesRunsEagerly() {
         Setup setup = Setup.of("mixed_float16", "sgd").withSizes(i -> i == 5 ? 3 : BATCH);
-        Run captured = train(setup.on(new RerunGraphs()));
+        Run captured = train(setup.on(new RerunStepGraphs()));
         assertEquals(CapturedStep.State.REPLAYING, captured.state);
         assertEquals(STEPS - WARM_UP - 2, captured.replays);
         assertSameStates(train(setup), captured);
@@ -212,7 +212,7 @@ class CapturedStepTest {
                     model.newTrainer(Amp.configure(config("sgd"), block, options(2)))) {
                 trainer.initialize(new Shape(BATCH, 3, 8, 8));
                 AmpSession amp = AmpSession.of(trainer);
-                CapturedStep step = amp.captureStep(body(trainer), WARM_UP, new RerunGraphs());
+                CapturedStep step = amp.captureStep(body(trainer), WARM_UP, new RerunStepGraphs());
                 NDList out = null;
                 NDList previous = null;
                 for (int i = 0; i <= WARM_UP + 1; i++) {
@@ -236,7 +236,7 @@ class CapturedStepTest {
 
     private static void assertRefused(AmpOptions options, String optimizer, String reason) {
         Setup setup = new Setup("mixed_float16", optimizer, options, 2, i -> BATCH, false, false);
-        Run run = train(setup.on(new RerunGraphs()));
+        Run run = train(setup.on(new RerunStepGraphs()));
         assertEquals(CapturedStep.State.EAGER, run.state);
         assertNotNull(run.refusal);
         assertTrue(run.refusal.contains(reason), run.refusal);
@@ -493,25 +493,6 @@ class CapturedStepTest {
 
         @Override
         public void exit(Device device) {}
-    }
-
-    /** Runs the region again at each replay: the results are an eager step's. */
-    private static final class RerunGraphs extends StandInGraphs {
-        @Override
-        public StepGraph capture(Device device, Runnable region) {
-            captures++;
-            region.run();
-            return new StepGraph() {
-                @Override
-                public void replay() {
-                    replays++;
-                    region.run();
-                }
-
-                @Override
-                public void close() {}
-            };
-        }
     }
 
     /** Replays nothing: only what the host counts moves. */
