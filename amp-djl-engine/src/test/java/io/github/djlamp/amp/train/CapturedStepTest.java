@@ -38,6 +38,8 @@ import io.github.djlamp.amp.FusedOptimizer;
 import io.github.djlamp.amp.capture.CapturedStep;
 import io.github.djlamp.amp.capture.StepBody;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
+import io.github.djlamp.amp.pytorch.PtAmpBackend;
+import io.github.djlamp.amp.spi.AmpBackends;
 import io.github.djlamp.amp.spi.StepGraph;
 import io.github.djlamp.amp.spi.StepGraphs;
 import java.util.ArrayList;
@@ -127,6 +129,27 @@ class CapturedStepTest {
         assertEquals(CapturedStep.State.EAGER, failed.state);
         assertTrue(failed.refusal.contains("operation not permitted when stream is capturing"));
         assertSameStates(train(setup), failed);
+    }
+
+    /**
+     * Nothing djl-amp does inside the captured region reads a device value on the host (a read
+     * there ends a CUDA capture): not even with the scaler's state read every step, the worst case,
+     * where every read must fall between steps.
+     */
+    @ParameterizedTest
+    @CsvSource({"mixed_float16, 1", "mixed_float16, 3", "mixed_bfloat16, 1"})
+    void djlAmpReadsNothingOnTheHostInsideTheRegion(String policy, int hostSyncInterval) {
+        ReadCountingGraphs graphs = new ReadCountingGraphs();
+        Setup setup =
+                new Setup(
+                        policy, "adam", options(hostSyncInterval), STEPS, i -> BATCH, false, false);
+        Run run = train(setup.on(graphs));
+        assertEquals(CapturedStep.State.REPLAYING, run.state, run.refusal);
+        assertEquals(STEPS - WARM_UP, graphs.regions, "the capture and every replay");
+        assertEquals(0, graphs.readsInside, "djl-amp's host reads inside the region");
+        if (policy.equals("mixed_float16")) {
+            assertTrue(run.hostReads >= STEPS / hostSyncInterval, "reads: " + run.hostReads);
+        }
     }
 
     @Test
@@ -493,6 +516,34 @@ class CapturedStepTest {
 
         @Override
         public void exit(Device device) {}
+    }
+
+    /** Runs the region again at each replay, counting the host reads djl-amp makes inside it. */
+    private static final class ReadCountingGraphs extends StandInGraphs {
+        private final PtAmpBackend backend = (PtAmpBackend) AmpBackends.forEngine("PyTorch");
+        int regions;
+        long readsInside;
+
+        private void run(Runnable region) {
+            long before = backend.getHostReadCount();
+            region.run();
+            readsInside += backend.getHostReadCount() - before;
+            regions++;
+        }
+
+        @Override
+        public StepGraph capture(Device device, Runnable region) {
+            run(region);
+            return new StepGraph() {
+                @Override
+                public void replay() {
+                    run(region);
+                }
+
+                @Override
+                public void close() {}
+            };
+        }
     }
 
     /** Replays nothing: only what the host counts moves. */
