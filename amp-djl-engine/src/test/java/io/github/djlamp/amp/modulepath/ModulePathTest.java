@@ -80,6 +80,7 @@ class ModulePathTest {
                                 + String.join(
                                         " ",
                                         core,
+                                        core + ".capture",
                                         core + ".cast",
                                         core + ".compile",
                                         core + ".diagnostics",
