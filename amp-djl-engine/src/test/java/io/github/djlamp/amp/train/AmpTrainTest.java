@@ -59,7 +59,7 @@ class AmpTrainTest {
     @CsvSource({"mixed_float16, true", "mixed_bfloat16, true", "mixed_float16, false"})
     void fitsAsEasyTrainFits(String policy, boolean standIn) throws Exception {
         Outcome easy = train(policy, false, null);
-        RerunStepGraphs graphs = standIn ? new RerunStepGraphs() : null;
+        StandInStepGraphs.Rerun graphs = standIn ? new StandInStepGraphs.Rerun() : null;
         Outcome captured = train(policy, true, graphs);
         if (standIn) {
             // per epoch: 3 warm-up steps (first epoch), 1 capture, the partial batch eagerly

@@ -38,8 +38,6 @@ import io.github.djlamp.amp.FusedOptimizer;
 import io.github.djlamp.amp.capture.CapturedStep;
 import io.github.djlamp.amp.capture.StepBody;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
-import io.github.djlamp.amp.pytorch.PtAmpBackend;
-import io.github.djlamp.amp.spi.AmpBackends;
 import io.github.djlamp.amp.spi.StepGraph;
 import io.github.djlamp.amp.spi.StepGraphs;
 import java.util.ArrayList;
@@ -74,7 +72,7 @@ class CapturedStepTest {
     @CsvSource({"mixed_float16, sgd", "mixed_bfloat16, adam", "float32, sgd"})
     void replayedStepsEndWhereEagerStepsEnd(String policy, String optimizer) {
         Setup setup = Setup.of(policy, optimizer);
-        RerunStepGraphs graphs = new RerunStepGraphs();
+        StandInStepGraphs.Rerun graphs = new StandInStepGraphs.Rerun();
         Run captured = train(setup.on(graphs));
         assertEquals(CapturedStep.State.REPLAYING, captured.state, captured.refusal);
         assertEquals(1, graphs.captures);
@@ -91,7 +89,7 @@ class CapturedStepTest {
     void aReplayAdvancesWhatTheHostCounts() {
         Setup setup = Setup.of("mixed_float16", "sgd");
         Run eager = train(setup);
-        Run replayed = train(setup.on(new NoReplayGraphs()));
+        Run replayed = train(setup.on(new StandInStepGraphs.NoReplay()));
         assertEquals(CapturedStep.State.REPLAYING, replayed.state, replayed.refusal);
         assertEquals(STEPS, eager.scalerSteps);
         assertEquals(STEPS, replayed.scalerSteps);
@@ -103,7 +101,7 @@ class CapturedStepTest {
     @Test
     void aBatchOfOtherShapesRunsEagerly() {
         Setup setup = Setup.of("mixed_float16", "sgd").withSizes(i -> i == 5 ? 3 : BATCH);
-        Run captured = train(setup.on(new RerunStepGraphs()));
+        Run captured = train(setup.on(new StandInStepGraphs.Rerun()));
         assertEquals(CapturedStep.State.REPLAYING, captured.state);
         assertEquals(STEPS - WARM_UP - 2, captured.replays);
         assertSameStates(train(setup), captured);
@@ -112,7 +110,7 @@ class CapturedStepTest {
     @Test
     void aCaptureTheRuntimeInvalidatedRunsTheStepAgainEagerly() {
         Setup setup = Setup.of("mixed_float16", "sgd");
-        Run invalidated = train(setup.on(new InvalidatedGraphs()));
+        Run invalidated = train(setup.on(new StandInStepGraphs.Invalidated()));
         assertEquals(CapturedStep.State.EAGER, invalidated.state);
         assertTrue(invalidated.refusal.contains("invalidated the capture"), invalidated.refusal);
         assertSameStates(train(setup), invalidated);
@@ -139,7 +137,7 @@ class CapturedStepTest {
     @ParameterizedTest
     @CsvSource({"mixed_float16, 1", "mixed_float16, 3", "mixed_bfloat16, 1"})
     void djlAmpReadsNothingOnTheHostInsideTheRegion(String policy, int hostSyncInterval) {
-        ReadCountingGraphs graphs = new ReadCountingGraphs();
+        StandInStepGraphs.ReadCounting graphs = new StandInStepGraphs.ReadCounting();
         Setup setup =
                 new Setup(
                         policy, "adam", options(hostSyncInterval), STEPS, i -> BATCH, false, false);
@@ -235,7 +233,8 @@ class CapturedStepTest {
                     model.newTrainer(Amp.configure(config("sgd"), block, options(2)))) {
                 trainer.initialize(new Shape(BATCH, 3, 8, 8));
                 AmpSession amp = AmpSession.of(trainer);
-                CapturedStep step = amp.captureStep(body(trainer), WARM_UP, new RerunStepGraphs());
+                CapturedStep step =
+                        amp.captureStep(body(trainer), WARM_UP, new StandInStepGraphs.Rerun());
                 NDList out = null;
                 NDList previous = null;
                 for (int i = 0; i <= WARM_UP + 1; i++) {
@@ -259,7 +258,7 @@ class CapturedStepTest {
 
     private static void assertRefused(AmpOptions options, String optimizer, String reason) {
         Setup setup = new Setup("mixed_float16", optimizer, options, 2, i -> BATCH, false, false);
-        Run run = train(setup.on(new RerunStepGraphs()));
+        Run run = train(setup.on(new StandInStepGraphs.Rerun()));
         assertEquals(CapturedStep.State.EAGER, run.state);
         assertNotNull(run.refusal);
         assertTrue(run.refusal.contains(reason), run.refusal);
@@ -501,80 +500,12 @@ class CapturedStepTest {
         }
     }
 
-    /** Graphs of an engine that has them, on every device. */
-    private abstract static class StandInGraphs implements StepGraphs {
-        int captures;
-        int replays;
-
-        @Override
-        public String whyNot(Device device) {
-            return null;
-        }
-
-        @Override
-        public void enter(Device device) {}
-
-        @Override
-        public void exit(Device device) {}
-    }
-
-    /** Runs the region again at each replay, counting the host reads djl-amp makes inside it. */
-    private static final class ReadCountingGraphs extends StandInGraphs {
-        private final PtAmpBackend backend = (PtAmpBackend) AmpBackends.forEngine("PyTorch");
-        int regions;
-        long readsInside;
-
-        private void run(Runnable region) {
-            long before = backend.getHostReadCount();
-            region.run();
-            readsInside += backend.getHostReadCount() - before;
-            regions++;
-        }
-
-        @Override
-        public StepGraph capture(Device device, Runnable region) {
-            run(region);
-            return new StepGraph() {
-                @Override
-                public void replay() {
-                    run(region);
-                }
-
-                @Override
-                public void close() {}
-            };
-        }
-    }
-
-    /** Replays nothing: only what the host counts moves. */
-    private static final class NoReplayGraphs extends StandInGraphs {
-        @Override
-        public StepGraph capture(Device device, Runnable region) {
-            region.run();
-            return new StepGraph() {
-                @Override
-                public void replay() {}
-
-                @Override
-                public void close() {}
-            };
-        }
-    }
-
-    /** The runtime invalidated every capture before the region ran anything. */
-    private static final class InvalidatedGraphs extends StandInGraphs {
-        @Override
-        public StepGraph capture(Device device, Runnable region) {
-            return null;
-        }
-    }
-
     /**
      * The runtime refuses the body's host read while capturing, as CUDA does; what the region did
      * before it (weights, statistics, gradients) is undone, since a capture runs nothing on the
      * device.
      */
-    private static final class ReadRefusingGraphs extends StandInGraphs {
+    private static final class ReadRefusingGraphs extends StandInStepGraphs {
         @Override
         public StepGraph capture(Device device, Runnable region) {
             List<NDArray> live = new ArrayList<>();

@@ -1,0 +1,97 @@
+package io.github.djlamp.amp.train;
+
+import ai.djl.Device;
+import io.github.djlamp.amp.pytorch.PtAmpBackend;
+import io.github.djlamp.amp.spi.AmpBackends;
+import io.github.djlamp.amp.spi.StepGraph;
+import io.github.djlamp.amp.spi.StepGraphs;
+
+/**
+ * Graphs that stand in for an engine's on every device, where there is no GPU: the captured step's
+ * plan runs on the CPU against them. None replays device work; each does what one outcome of a real
+ * capture does to the step.
+ */
+abstract class StandInStepGraphs implements StepGraphs {
+
+    @Override
+    public String whyNot(Device device) {
+        return null;
+    }
+
+    @Override
+    public void enter(Device device) {}
+
+    @Override
+    public void exit(Device device) {}
+
+    /** A graph whose replay runs {@code replay}. */
+    static StepGraph graph(Runnable replay) {
+        return new StepGraph() {
+            @Override
+            public void replay() {
+                replay.run();
+            }
+
+            @Override
+            public void close() {}
+        };
+    }
+
+    /**
+     * A capture runs the region, a replay runs it again: the results are an eager step's, what a
+     * replay of a right capture gives (its Java code runs again too, so what the host counts in it
+     * is counted twice).
+     */
+    static final class Rerun extends StandInStepGraphs {
+        int captures;
+        int replays;
+
+        @Override
+        public StepGraph capture(Device device, Runnable region) {
+            captures++;
+            region.run();
+            return graph(
+                    () -> {
+                        replays++;
+                        region.run();
+                    });
+        }
+    }
+
+    /** {@link Rerun}, counting the host reads djl-amp makes inside the region. */
+    static final class ReadCounting extends StandInStepGraphs {
+        private final PtAmpBackend backend = (PtAmpBackend) AmpBackends.forEngine("PyTorch");
+        int regions;
+        long readsInside;
+
+        @Override
+        public StepGraph capture(Device device, Runnable region) {
+            run(region);
+            return graph(() -> run(region));
+        }
+
+        private void run(Runnable region) {
+            long before = backend.getHostReadCount();
+            region.run();
+            readsInside += backend.getHostReadCount() - before;
+            regions++;
+        }
+    }
+
+    /** A replay does nothing: only what the host counts moves. */
+    static final class NoReplay extends StandInStepGraphs {
+        @Override
+        public StepGraph capture(Device device, Runnable region) {
+            region.run();
+            return graph(() -> {});
+        }
+    }
+
+    /** The runtime invalidated the capture before the region ran anything. */
+    static final class Invalidated extends StandInStepGraphs {
+        @Override
+        public StepGraph capture(Device device, Runnable region) {
+            return null;
+        }
+    }
+}
