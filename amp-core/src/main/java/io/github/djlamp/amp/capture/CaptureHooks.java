@@ -49,6 +49,15 @@ public interface CaptureHooks {
      */
     void copy(NDList destinations, NDList sources);
 
+    /**
+     * Lists the arrays a graph reads and writes in place that the session may replace by others
+     * between steps (the weights, the fused optimizer's state and count, the loss scaler's state,
+     * replaced when state is loaded): a graph captured with other arrays would read the old ones.
+     *
+     * @param into the list to fill, in an order that does not change while the arrays do not
+     */
+    void stateArrays(List<Object> into);
+
     /** Before the first step: host reads of device state move out of the step, between steps. */
     void begin();
 

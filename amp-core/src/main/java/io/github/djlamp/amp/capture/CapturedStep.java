@@ -3,6 +3,7 @@ package io.github.djlamp.amp.capture;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import io.github.djlamp.amp.spi.StepGraph;
+import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Locale;
@@ -71,6 +72,8 @@ public final class CapturedStep implements AutoCloseable {
     private final StepBody body;
     private final int warmUpSteps;
     private final Set<StepSignature> eagerSignatures = new HashSet<>();
+    private final List<Object> capturedState = new ArrayList<>();
+    private final List<Object> currentState = new ArrayList<>();
     private State state = State.WARMING_UP;
     private String refusal;
     private boolean started;
@@ -85,6 +88,7 @@ public final class CapturedStep implements AutoCloseable {
     private StepGraph graph;
     private int warmedUp;
     private long replays;
+    private int captures;
 
     /**
      * Creates a captured step; {@code AmpSession.captureStep} does.
@@ -153,6 +157,9 @@ public final class CapturedStep implements AutoCloseable {
         }
         hooks.copy(data, batchData);
         hooks.copy(labels, batchLabels);
+        if (state == State.REPLAYING && !stateHeld()) {
+            return captureAgain();
+        }
         if (state == State.REPLAYING) {
             graph.replay();
             replays++;
@@ -213,6 +220,16 @@ public final class CapturedStep implements AutoCloseable {
      */
     public long getReplays() {
         return replays;
+    }
+
+    /**
+     * Returns how many times the step was captured: more than once where the arrays a graph reads
+     * were replaced between steps (state loaded), so that the graph was captured again.
+     *
+     * @return the captures that held
+     */
+    public int getCaptures() {
+        return captures;
     }
 
     /**
@@ -339,6 +356,9 @@ public final class CapturedStep implements AutoCloseable {
         graph = captured;
         outputs = made[0]; // the graph writes them at every replay
         state = State.REPLAYING;
+        captures++;
+        capturedState.clear();
+        hooks.stateArrays(capturedState);
         hooks.afterStep();
         logger.info(
                 "djl-amp captured the training step after {} warm-up steps ({}): later batches"
@@ -346,6 +366,33 @@ public final class CapturedStep implements AutoCloseable {
                 warmedUp,
                 signature);
         return outputs;
+    }
+
+    /** Whether the arrays the graph reads and writes in place are still the session's. */
+    private boolean stateHeld() {
+        currentState.clear();
+        hooks.stateArrays(currentState);
+        if (currentState.size() != capturedState.size()) {
+            return false;
+        }
+        for (int i = 0; i < currentState.size(); i++) {
+            if (currentState.get(i) != capturedState.get(i)) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /** The session replaced arrays the graph holds (state loaded): it is captured anew. */
+    private NDList captureAgain() {
+        logger.info(
+                "djl-amp captures the training step again: arrays the graph reads were replaced"
+                        + " since it was captured (optimizer, scaler or parameter state loaded)");
+        graph.close();
+        graph = null;
+        outputs.close();
+        outputs = null;
+        return capture();
     }
 
     /**

@@ -1,12 +1,16 @@
 package io.github.djlamp.amp.train;
 
 import ai.djl.Device;
+import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
+import ai.djl.nn.Parameter;
+import ai.djl.util.Pair;
 import io.github.djlamp.amp.capture.CaptureHooks;
 import io.github.djlamp.amp.scale.LossScaler;
 import io.github.djlamp.amp.spi.StepGraphs;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
 
 /**
@@ -101,6 +105,28 @@ final class SessionCapture implements CaptureHooks {
                             + " the step");
         }
         return refusals;
+    }
+
+    @Override
+    public void stateArrays(List<Object> into) {
+        for (Pair<String, Parameter> pair : trainable.trainableParameters()) {
+            Parameter parameter = pair.getValue();
+            if (parameter.isInitialized()) {
+                into.add(parameter.getArray());
+            }
+        }
+        LossScaler scaler = attached.scaler();
+        into.add(scaler.getFoundInfArray());
+        if (scaler.isStateOnDevice()) {
+            into.add(scaler.getScaleArray());
+        }
+        FusedUpdate fused = optimizer == null ? null : optimizer.fusedUpdate();
+        if (fused != null) {
+            into.add(fused.stepCount());
+            for (NDArray[] buffers : fused.buffers().values()) {
+                Collections.addAll(into, (Object[]) buffers);
+            }
+        }
     }
 
     @Override

@@ -42,11 +42,12 @@ final class TrainableGradients {
         return trainable;
     }
 
-    /** Sets what combines the gradients of several processes before each check, or null. */
+    /** Whether a reducer combines the gradients of several processes before each check. */
     boolean hasReducer() {
         return reducer != null;
     }
 
+    /** Sets what combines the gradients of several processes before each check, or null. */
     void setReducer(GradientReducer reducer) {
         this.reducer = reducer;
     }

@@ -150,6 +150,23 @@ class CapturedStepTest {
         }
     }
 
+    /**
+     * Restoring the loss scaler's state replaces the arrays the graph reads and updates in place
+     * (as loading a checkpoint does): the next step captures again instead of replaying into the
+     * old ones, and training ends where the eager loop's ends.
+     */
+    @ParameterizedTest
+    @CsvSource({"mixed_float16, adam", "mixed_bfloat16, sgd"})
+    void aGraphWhoseArraysWereReplacedIsCapturedAgain(String policy, String optimizer) {
+        Setup setup = Setup.of(policy, optimizer).withScalerRestored();
+        Run eager = train(setup);
+        StandInStepGraphs.Rerun graphs = new StandInStepGraphs.Rerun();
+        Run captured = train(setup.on(graphs));
+        assertEquals(2, graphs.captures, "captured again after the restore");
+        assertEquals(CapturedStep.State.REPLAYING, captured.state);
+        assertSameStates(eager, captured);
+    }
+
     @Test
     void whatCannotBeReplayedRunsEagerlyAndSaysWhy() {
         AmpOptions perParameter = AmpOptions.builder().fusedOptimizer(FusedOptimizer.OFF).build();
@@ -392,7 +409,8 @@ class CapturedStepTest {
             boolean reading,
             boolean dropout,
             StepGraphs graphs,
-            boolean engine) {
+            boolean engine,
+            boolean restoreScaler) {
 
         Setup(
                 String policy,
@@ -402,7 +420,7 @@ class CapturedStepTest {
                 Function<Integer, Integer> sizes,
                 boolean reading,
                 boolean dropout) {
-            this(policy, optimizer, options, steps, sizes, reading, dropout, null, false);
+            this(policy, optimizer, options, steps, sizes, reading, dropout, null, false, false);
         }
 
         static Setup of(String policy, String optimizer) {
@@ -430,12 +448,37 @@ class CapturedStepTest {
 
         Setup on(StepGraphs stepGraphs) {
             return new Setup(
-                    policy, optimizer, options, steps, sizes, reading, dropout, stepGraphs, false);
+                    policy,
+                    optimizer,
+                    options,
+                    steps,
+                    sizes,
+                    reading,
+                    dropout,
+                    stepGraphs,
+                    false,
+                    restoreScaler);
         }
 
         Setup onEngineGraphs() {
             return new Setup(
-                    policy, optimizer, options, steps, sizes, reading, dropout, null, true);
+                    policy,
+                    optimizer,
+                    options,
+                    steps,
+                    sizes,
+                    reading,
+                    dropout,
+                    null,
+                    true,
+                    restoreScaler);
+        }
+
+        /** Restores the loss scaler's state after the first replayed step: new arrays. */
+        Setup withScalerRestored() {
+            return new Setup(
+                    policy, optimizer, options, steps, sizes, reading, dropout, graphs, engine,
+                    true);
         }
 
         boolean captures() {
@@ -478,6 +521,10 @@ class CapturedStepTest {
                             }
                             List<float[]> state = new ArrayList<>();
                             state.add(out.head().toFloatArray());
+                            if (setup.restoreScaler() && i == WARM_UP + 1) {
+                                // the same state, in new arrays
+                                amp.getScaler().restore(amp.getScaler().state());
+                            }
                             for (Pair<String, Parameter> p : block.getParameters()) {
                                 state.add(p.getValue().getArray().toFloatArray());
                             }
