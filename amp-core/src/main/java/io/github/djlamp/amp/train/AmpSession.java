@@ -249,18 +249,27 @@ public final class AmpSession implements AutoCloseable {
     }
 
     /**
-     * {@link AmpTrain}: the batch's step is complete (a captured step ran {@link #step()}) before
-     * the listeners hear of the batch, so the listener's after-backward work is done.
+     * {@link AmpTrain}: while {@code done}, the listeners hear of a batch whose step is complete (a
+     * captured step ran {@link #step()}), so the listener's after-backward work is done and a
+     * skipped step is read from the device's flag.
      */
-    void stepDoneBeforeListeners() {
-        stepDoneBeforeListeners = true;
+    void setStepDoneBeforeListeners(boolean done) {
+        stepDoneBeforeListeners = done;
     }
 
-    /** Whether the current batch's step was completed before the listeners; forgets it. */
-    boolean takeStepDoneBeforeListeners() {
-        boolean done = stepDoneBeforeListeners;
-        stepDoneBeforeListeners = false;
-        return done;
+    /** Whether the listeners hear of a batch whose step is complete. */
+    boolean isStepDoneBeforeListeners() {
+        return stepDoneBeforeListeners;
+    }
+
+    /**
+     * Whether the completed step was skipped for overflow: its flag stays on the device until the
+     * next step's check (one host read).
+     */
+    boolean wasCompletedStepSkipped() {
+        SessionChecks.requireAttached(attached);
+        return attached.isScaling()
+                && attached.backend().readFloat(attached.scaler().getFoundInfArray()) != 0f;
     }
 
     /** A captured step's capture did not hold: the step starts again. */

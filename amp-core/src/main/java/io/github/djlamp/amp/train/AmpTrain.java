@@ -93,8 +93,12 @@ public final class AmpTrain {
         Device device = trainer.getDevices()[0];
         BatchData batchData =
                 new BatchData(batch, Map.of(device, labels), Map.of(device, predictions));
-        amp.stepDoneBeforeListeners();
-        trainer.notifyListeners(listener -> listener.onTrainingBatch(trainer, batchData));
+        amp.setStepDoneBeforeListeners(true);
+        try {
+            trainer.notifyListeners(listener -> listener.onTrainingBatch(trainer, batchData));
+        } finally {
+            amp.setStepDoneBeforeListeners(false);
+        }
     }
 
     /** What {@code EasyTrain.trainBatch} runs for one device: forward, loss, backward. */

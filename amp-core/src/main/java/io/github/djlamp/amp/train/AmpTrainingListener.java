@@ -129,7 +129,7 @@ public final class AmpTrainingListener extends TrainingListenerAdapter {
     @Override
     public void onTrainingBatch(Trainer trainer, BatchData batchData) {
         // AmpTrain's captured step has checked, stepped and moved the scale already
-        if (!session.takeStepDoneBeforeListeners()) {
+        if (!session.isStepDoneBeforeListeners()) {
             afterBackward(trainer, batchData.getBatch());
         }
         LossScaler scaler = session.getScaler();

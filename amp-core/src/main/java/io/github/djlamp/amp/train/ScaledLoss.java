@@ -81,6 +81,9 @@ public final class ScaledLoss extends Loss {
      * DJL's own host read of the same loss for the report.
      */
     private boolean isSkippedBatch() {
+        if (session.isStepDoneBeforeListeners()) {
+            return session.wasCompletedStepSkipped();
+        }
         StepVerdict verdict = session.verdict();
         return verdict.isOnDevice() ? session.isSkipping() : verdict.isKnownSkip();
     }
