@@ -110,6 +110,21 @@ int cudaStreamEndCapture(cudaStream_t stream, void** graph) {
   return 0;
 }
 int cudaGraphDestroy(void* graph) { return 0; }
+int cudaEventCreateWithFlags(void** event, unsigned int flags) {
+  note("event(" + std::to_string(flags) + ")");
+  *event = reinterpret_cast<void*>(5151);
+  return 0;
+}
+int cudaEventRecord(void* event, cudaStream_t stream) {
+  note("record(" + std::to_string(reinterpret_cast<intptr_t>(event)) + "," +
+       std::to_string(reinterpret_cast<intptr_t>(stream)) + ")");
+  return 0;
+}
+int cudaStreamWaitEvent(cudaStream_t stream, void* event, unsigned int flags) {
+  note("wait(" + std::to_string(reinterpret_cast<intptr_t>(stream)) + "," +
+       std::to_string(reinterpret_cast<intptr_t>(event)) + "," + std::to_string(flags) + ")");
+  return 0;
+}
 int cudaGetLastError() { return 0; }
 const char* cudaGetErrorString(int error) { return "stand-in error"; }
 const char* stand_in_record() { return record.c_str(); }

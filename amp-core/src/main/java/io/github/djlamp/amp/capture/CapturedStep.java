@@ -136,6 +136,9 @@ public final class CapturedStep implements AutoCloseable {
         if (!started) {
             start();
         }
+        if (entered) {
+            hooks.graphs().awaitOtherThreads(hooks.device());
+        }
         if (state == State.EAGER) {
             return eager(batchData, batchLabels);
         }

@@ -32,6 +32,9 @@ public interface StepGraphs {
             public void exit(Device device) {}
 
             @Override
+            public void awaitOtherThreads(Device device) {}
+
+            @Override
             public StepGraph capture(Device device, Runnable region) {
                 throw new UnsupportedOperationException(reason);
             }
@@ -61,6 +64,15 @@ public interface StepGraphs {
      * @param device the device
      */
     void exit(Device device);
+
+    /**
+     * Makes the calling thread's entered stream wait, on the device, for the work other threads
+     * queued there before now (a data loader's batch, made on the device's default stream), before
+     * a step reads the batch. The host does not wait.
+     *
+     * @param device the device, entered by this thread
+     */
+    void awaitOtherThreads(Device device);
 
     /**
      * Captures what {@code region} asks of the device, then runs it once (a capture alone runs

@@ -24,6 +24,9 @@ abstract class StandInStepGraphs implements StepGraphs {
     @Override
     public void exit(Device device) {}
 
+    @Override
+    public void awaitOtherThreads(Device device) {}
+
     /** A graph whose replay runs {@code replay}. */
     static StepGraph graph(Runnable replay) {
         return new StepGraph() {

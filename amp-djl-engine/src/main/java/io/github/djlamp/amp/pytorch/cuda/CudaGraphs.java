@@ -13,7 +13,9 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.stream.Stream;
 
 /**
@@ -31,6 +33,9 @@ public final class CudaGraphs {
 
     /** {@code cudaStreamCaptureModeThreadLocal}: see {@link Graph#begin()}. */
     private static final int CAPTURE_MODE_THREAD_LOCAL = 1;
+
+    /** {@code cudaEventDisableTiming}: an event only to wait on. */
+    private static final int EVENT_DISABLE_TIMING = 2;
 
     private static final int CAPTURE_STATUS_ACTIVE = 1;
     private static final int CAPTURE_STATUS_INVALIDATED = 2;
@@ -51,6 +56,7 @@ public final class CudaGraphs {
     private final NativeLibrary torchCuda;
     private final NativeLibrary c10Cuda;
     private final NativeLibrary cudart;
+    private final Map<Integer, Pointer> defaultStreamEvents = new ConcurrentHashMap<>();
 
     private CudaGraphs(
             CudaGraphSymbols symbols,
@@ -211,6 +217,38 @@ public final class CudaGraphs {
      */
     public void makeCurrent(StreamValue stream) {
         c10Cuda.getFunction(symbols.setCurrentStream()).invokeVoid(new Object[] {stream});
+    }
+
+    /**
+     * Makes the calling thread's current stream on a device wait, on the device, for the work
+     * queued on its default stream so far: what other threads launched there, as DJL's data loaders
+     * do for a batch. The host does not wait. A side stream of libtorch's pool does not wait for
+     * the default stream by itself.
+     *
+     * @param deviceIndex the CUDA device, current for the calling thread
+     */
+    public void awaitDefaultStream(int deviceIndex) {
+        Pointer event =
+                defaultStreamEvents.computeIfAbsent(
+                        deviceIndex,
+                        k -> {
+                            try (Memory made = new Memory(8)) {
+                                made.setPointer(0, null);
+                                check(
+                                        cudart.getFunction("cudaEventCreateWithFlags")
+                                                .invokeInt(
+                                                        new Object[] {made, EVENT_DISABLE_TIMING}),
+                                        "create an event");
+                                return made.getPointer(0);
+                            }
+                        });
+        check(
+                cudart.getFunction("cudaEventRecord").invokeInt(new Object[] {event, null}),
+                "record an event on the default stream");
+        check(
+                cudart.getFunction("cudaStreamWaitEvent")
+                        .invokeInt(new Object[] {raw(currentStream(deviceIndex)), event, 0}),
+                "make a stream wait for the default stream");
     }
 
     /** Waits for every stream of the current device to finish its work. */

@@ -48,6 +48,13 @@ public final class CudaStepGraphs implements StepGraphs {
     }
 
     @Override
+    public void awaitOtherThreads(Device device) {
+        if (replaced.get() != null) {
+            CudaGraphs.get().awaitDefaultStream(device.getDeviceId());
+        }
+    }
+
+    @Override
     public StepGraph capture(Device device, Runnable region) {
         if (replaced.get() == null) {
             throw new IllegalStateException("capture(...) before enter(device) on this thread");

@@ -53,6 +53,27 @@ class CudaGraphAbiTest {
                 record(library));
     }
 
+    /**
+     * The side stream waits for the default stream's queued work through one event made once with
+     * timing off, recorded on the default (null) stream, waited on by the current stream's raw
+     * handle (4173 in the stand-in) with no flags.
+     */
+    @Test
+    void theSideStreamWaitsForTheDefaultStreamOnTheDevice(@TempDir Path dir) throws Exception {
+        Path library = compile(dir, "libstand_wait.so");
+        if (library == null) {
+            return;
+        }
+        CudaGraphs graphs = bind(library);
+        graphs.makeCurrent(graphs.sideStream(0));
+        graphs.awaitDefaultStream(0);
+        graphs.awaitDefaultStream(0);
+        assertEquals(
+                "pool(0,0) current(1,0,77) event(2) record(5151,0) wait(4173,5151,0)"
+                        + " record(5151,0) wait(4173,5151,0)",
+                record(library));
+    }
+
     @Test
     void pyTorch27sSignatures(@TempDir Path dir) throws Exception {
         Path library = compile(dir, "libstand_old.so", "-DOLD_SIGNATURES");
