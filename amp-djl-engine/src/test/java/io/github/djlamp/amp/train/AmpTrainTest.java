@@ -10,15 +10,7 @@ import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.index.NDIndex;
 import ai.djl.ndarray.types.Shape;
-import ai.djl.nn.Activation;
-import ai.djl.nn.Block;
-import ai.djl.nn.Blocks;
 import ai.djl.nn.Parameter;
-import ai.djl.nn.SequentialBlock;
-import ai.djl.nn.convolutional.Conv2d;
-import ai.djl.nn.core.Linear;
-import ai.djl.nn.norm.BatchNorm;
-import ai.djl.nn.pooling.Pool;
 import ai.djl.training.DefaultTrainingConfig;
 import ai.djl.training.EasyTrain;
 import ai.djl.training.Trainer;
@@ -127,7 +119,7 @@ class AmpTrainTest {
                             .optLabels(labels)
                             .setSampling(BATCH, false)
                             .build();
-            MixedPrecisionBlock block = Amp.wrap(network(), policy);
+            MixedPrecisionBlock block = Amp.wrap(CapturedStepTest.network(false), policy);
             model.setBlock(block);
             DefaultTrainingConfig config =
                     new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss())
@@ -161,20 +153,5 @@ class AmpTrainTest {
                         AmpSession.of(trainer).getScaler().getSteps());
             }
         }
-    }
-
-    private static Block network() {
-        return new SequentialBlock()
-                .add(
-                        Conv2d.builder()
-                                .setKernelShape(new Shape(3, 3))
-                                .optPadding(new Shape(1, 1))
-                                .setFilters(4)
-                                .build())
-                .add(BatchNorm.builder().build())
-                .add(Activation.reluBlock())
-                .add(Pool.globalAvgPool2dBlock())
-                .add(Blocks.batchFlattenBlock())
-                .add(Linear.builder().setUnits(5).build());
     }
 }

@@ -327,7 +327,8 @@ class CapturedStepTest {
         return new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss()).optOptimizer(update);
     }
 
-    private static Block network(boolean dropout) {
+    /** A small convolutional network: conv, BatchNorm, relu (dropout), pooling, linear. */
+    static Block network(boolean dropout) {
         SequentialBlock network =
                 new SequentialBlock()
                         .add(

@@ -260,39 +260,32 @@ class CapturedTrainingStepProbeTest {
         public void close() {}
     }
 
-    /** libtorch's CUDA graphs, one a region, on a side stream from the warm-up on. */
+    /**
+     * libtorch's CUDA graphs as djl-amp's step graphs: one a region, on a side stream from the
+     * warm-up on.
+     */
     private static final class CudaStepGraph implements StepGraph {
-        private final CudaGraphs graphs = CudaGraphs.get();
-        private final CudaGraphs.StreamValue before = graphs.currentStream(0);
-        private final CudaGraphs.Graph[] captured;
+        private final CudaStepGraphs graphs = new CudaStepGraphs();
+        private final io.github.djlamp.amp.spi.StepGraph[] captured;
 
         CudaStepGraph(int regions) {
-            captured = new CudaGraphs.Graph[regions];
-            graphs.synchronize();
-            graphs.makeCurrent(graphs.sideStream(0));
+            captured = new io.github.djlamp.amp.spi.StepGraph[regions];
+            graphs.enter(Device.gpu());
         }
 
         @Override
         public void capture(int index, Runnable region) {
-            graphs.synchronize();
-            CudaGraphs.Graph graph = graphs.newGraph();
-            captured[index] = graph;
-            graph.begin(0);
-            RuntimeException failed = null;
+            io.github.djlamp.amp.spi.StepGraph graph;
             try {
-                region.run();
+                graph = graphs.capture(Device.gpu(), region);
             } catch (RuntimeException e) {
-                failed = e;
+                throw new AssertionError("region " + index + " failed inside the capture", e);
             }
-            boolean replayable = graph.end();
-            if (failed != null) {
-                throw new AssertionError("region " + index + " failed inside the capture", failed);
-            }
-            if (!replayable) {
+            if (graph == null) {
                 throw new AssertionError(
                         "the capture of region " + index + " was invalidated by a call in it");
             }
-            graph.replay();
+            captured[index] = graph;
         }
 
         @Override
@@ -302,13 +295,12 @@ class CapturedTrainingStepProbeTest {
 
         @Override
         public void close() {
-            graphs.synchronize();
-            for (CudaGraphs.Graph graph : captured) {
+            graphs.exit(Device.gpu()); // waits for the device first
+            for (io.github.djlamp.amp.spi.StepGraph graph : captured) {
                 if (graph != null) {
                     graph.close();
                 }
             }
-            graphs.makeCurrent(before);
         }
     }
 }
