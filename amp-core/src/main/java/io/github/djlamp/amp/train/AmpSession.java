@@ -239,8 +239,17 @@ public final class AmpSession implements AutoCloseable {
         return captureStep(body, warmUpSteps, null);
     }
 
-    /** A captured step on {@code graphs} instead of the engine's (null): tests stand one in. */
-    CapturedStep captureStep(StepBody body, int warmUpSteps, StepGraphs graphs) {
+    /**
+     * Returns a captured step (see {@link #captureStep(StepBody)}) on {@code graphs} instead of the
+     * engine's: a stand-in that measures or tests the plan where there is no GPU.
+     *
+     * @param body the step's forward, loss and backward, returning what the loop reads after it
+     * @param warmUpSteps eager steps before the capture, at least 1
+     * @param graphs the graphs to capture with, or null for the engine's
+     * @return the captured step; close it after the loop
+     * @throws IllegalArgumentException when {@code warmUpSteps} is below 1
+     */
+    public CapturedStep captureStep(StepBody body, int warmUpSteps, StepGraphs graphs) {
         SessionChecks.requireAttached(attached);
         return new CapturedStep(
                 new SessionCapture(this, attached, settings, optimizer, trainable, graphs),

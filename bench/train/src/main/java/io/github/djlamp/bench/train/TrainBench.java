@@ -25,6 +25,7 @@ import picocli.CommandLine.Command;
             MemoryCommand.class,
             MemoryProbeCommand.class,
             BookkeepingCommand.class,
+            CaptureOverheadCommand.class,
             VerificationCommand.class,
             VerificationProbeCommand.class,
             ReportCommand.class
