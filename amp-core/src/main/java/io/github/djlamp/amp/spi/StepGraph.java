@@ -6,7 +6,10 @@ public interface StepGraph extends AutoCloseable {
     /** Runs the captured device work again, on the arrays the capture used. */
     void replay();
 
-    /** Frees the graph and its memory pool; arrays made in the capture become invalid. */
+    /**
+     * Waits for the graph's replays to finish on the device, then frees the graph and its memory
+     * pool; arrays made in the capture become invalid.
+     */
     @Override
     void close();
 }

@@ -86,6 +86,7 @@ public final class CudaStepGraphs implements StepGraphs {
 
             @Override
             public void close() {
+                graphs.synchronize(); // its last replay may still run: then its pool goes
                 graph.close();
             }
         };
