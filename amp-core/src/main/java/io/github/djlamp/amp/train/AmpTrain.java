@@ -14,8 +14,8 @@ import io.github.djlamp.amp.capture.CapturedStep;
 import io.github.djlamp.amp.capture.StepBody;
 import io.github.djlamp.amp.spi.StepGraphs;
 import java.io.IOException;
-import java.util.Map;
 import java.util.Objects;
+import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * {@code EasyTrain.fit} with the captured step: where a step can be captured ({@link
@@ -91,8 +91,11 @@ public final class AmpTrain {
         NDList labels = onDevice.getLabels();
         NDList predictions = step.run(onDevice.getData(), labels);
         Device device = trainer.getDevices()[0];
+        // mutable maps, as EasyTrain's: a listener may add to them
         BatchData batchData =
-                new BatchData(batch, Map.of(device, labels), Map.of(device, predictions));
+                new BatchData(batch, new ConcurrentHashMap<>(), new ConcurrentHashMap<>());
+        batchData.getLabels().put(device, labels);
+        batchData.getPredictions().put(device, predictions);
         amp.setStepDoneBeforeListeners(true);
         try {
             trainer.notifyListeners(listener -> listener.onTrainingBatch(trainer, batchData));
