@@ -142,13 +142,13 @@ public final class CapturedStep implements AutoCloseable {
         if (state == State.EAGER) {
             return eager(batchData, batchLabels);
         }
-        StepSignature batch = StepSignature.of(batchData, batchLabels);
         if (signature == null) {
-            signature = batch;
-            NDList[] made = batch.allocate(manager);
+            signature = StepSignature.of(batchData, batchLabels);
+            NDList[] made = signature.allocate(manager);
             data = made[0];
             labels = made[1];
-        } else if (!batch.equals(signature)) {
+        } else if (!signature.matches(batchData, batchLabels)) {
+            StepSignature batch = StepSignature.of(batchData, batchLabels);
             if (eagerSignatures.add(batch)) {
                 logger.info(
                         "djl-amp runs a step of other shapes eagerly ({}; the graph holds {}):"

@@ -35,6 +35,27 @@ record StepSignature(List<Entry> data, List<Entry> labels) {
         return List.copyOf(entries);
     }
 
+    /** Whether a batch has this signature, read without building its own. */
+    boolean matches(NDList batchData, NDList batchLabels) {
+        return matches(data, batchData) && matches(labels, batchLabels);
+    }
+
+    private static boolean matches(List<Entry> entries, NDList arrays) {
+        if (entries.size() != arrays.size()) {
+            return false;
+        }
+        for (int i = 0; i < entries.size(); i++) {
+            Entry entry = entries.get(i);
+            NDArray array = arrays.get(i);
+            if (entry.type() != array.getDataType()
+                    || !entry.shape().equals(array.getShape())
+                    || !entry.device().equals(array.getDevice())) {
+                return false;
+            }
+        }
+        return true;
+    }
+
     /** Arrays of this signature's data, then of its labels, under {@code manager}. */
     NDList[] allocate(NDManager manager) {
         return new NDList[] {allocate(data, manager), allocate(labels, manager)};

@@ -226,8 +226,9 @@ public final class CudaGraphs {
      * the default stream by itself.
      *
      * @param deviceIndex the CUDA device, current for the calling thread
+     * @param stream the raw handle of the stream that waits ({@link #rawStream})
      */
-    public void awaitDefaultStream(int deviceIndex) {
+    public void awaitDefaultStream(int deviceIndex, Pointer stream) {
         Pointer event =
                 defaultStreamEvents.computeIfAbsent(
                         deviceIndex,
@@ -247,7 +248,7 @@ public final class CudaGraphs {
                 "record an event on the default stream");
         check(
                 cudart.getFunction("cudaStreamWaitEvent")
-                        .invokeInt(new Object[] {raw(currentStream(deviceIndex)), event, 0}),
+                        .invokeInt(new Object[] {stream, event, 0}),
                 "make a stream wait for the default stream");
     }
 
@@ -263,6 +264,16 @@ public final class CudaGraphs {
      */
     public Graph newGraph() {
         return new Graph();
+    }
+
+    /**
+     * Returns a stream's raw CUDA handle ({@code cudaStream_t}).
+     *
+     * @param stream the stream
+     * @return its handle
+     */
+    public Pointer rawStream(StreamValue stream) {
+        return raw(stream);
     }
 
     private Pointer raw(StreamValue stream) {

@@ -1,6 +1,7 @@
 package io.github.djlamp.amp.pytorch.cuda;
 
 import ai.djl.Device;
+import com.sun.jna.Pointer;
 import io.github.djlamp.amp.spi.StepGraph;
 import io.github.djlamp.amp.spi.StepGraphs;
 
@@ -11,7 +12,12 @@ import io.github.djlamp.amp.spi.StepGraphs;
  */
 public final class CudaStepGraphs implements StepGraphs {
 
-    private final ThreadLocal<CudaGraphs.StreamValue> replaced = new ThreadLocal<>();
+    /**
+     * A thread's stream before {@link #enter}, and the raw handle of the side stream it entered.
+     */
+    private record Entered(CudaGraphs.StreamValue before, Pointer side) {}
+
+    private final ThreadLocal<Entered> entered = new ThreadLocal<>();
 
     @Override
     public String whyNot(Device device) {
@@ -25,38 +31,41 @@ public final class CudaStepGraphs implements StepGraphs {
 
     @Override
     public void enter(Device device) {
-        if (replaced.get() != null) {
+        if (entered.get() != null) {
             return;
         }
         CudaGraphs graphs = CudaGraphs.get();
         int index = device.getDeviceId();
         graphs.synchronize();
-        replaced.set(graphs.currentStream(index));
-        graphs.makeCurrent(graphs.sideStream(index));
+        CudaGraphs.StreamValue before = graphs.currentStream(index);
+        CudaGraphs.StreamValue side = graphs.sideStream(index);
+        graphs.makeCurrent(side);
+        entered.set(new Entered(before, graphs.rawStream(side)));
     }
 
     @Override
     public void exit(Device device) {
-        CudaGraphs.StreamValue before = replaced.get();
-        if (before == null) {
+        Entered thread = entered.get();
+        if (thread == null) {
             return;
         }
-        replaced.remove();
+        entered.remove();
         CudaGraphs graphs = CudaGraphs.get();
         graphs.synchronize();
-        graphs.makeCurrent(before);
+        graphs.makeCurrent(thread.before());
     }
 
     @Override
     public void awaitOtherThreads(Device device) {
-        if (replaced.get() != null) {
-            CudaGraphs.get().awaitDefaultStream(device.getDeviceId());
+        Entered thread = entered.get();
+        if (thread != null) {
+            CudaGraphs.get().awaitDefaultStream(device.getDeviceId(), thread.side());
         }
     }
 
     @Override
     public StepGraph capture(Device device, Runnable region) {
-        if (replaced.get() == null) {
+        if (entered.get() == null) {
             throw new IllegalStateException("capture(...) before enter(device) on this thread");
         }
         CudaGraphs graphs = CudaGraphs.get();

@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.sun.jna.NativeLibrary;
+import com.sun.jna.Pointer;
 import io.github.djlamp.amp.exception.AmpException;
 import java.io.IOException;
 import java.io.InputStream;
@@ -55,8 +56,8 @@ class CudaGraphAbiTest {
 
     /**
      * The side stream waits for the default stream's queued work through one event made once with
-     * timing off, recorded on the default (null) stream, waited on by the current stream's raw
-     * handle (4173 in the stand-in) with no flags.
+     * timing off, recorded on the default (null) stream, waited on by the side stream's raw handle
+     * (4173 in the stand-in) with no flags.
      */
     @Test
     void theSideStreamWaitsForTheDefaultStreamOnTheDevice(@TempDir Path dir) throws Exception {
@@ -65,9 +66,11 @@ class CudaGraphAbiTest {
             return;
         }
         CudaGraphs graphs = bind(library);
-        graphs.makeCurrent(graphs.sideStream(0));
-        graphs.awaitDefaultStream(0);
-        graphs.awaitDefaultStream(0);
+        CudaGraphs.StreamValue side = graphs.sideStream(0);
+        graphs.makeCurrent(side);
+        Pointer raw = graphs.rawStream(side);
+        graphs.awaitDefaultStream(0, raw);
+        graphs.awaitDefaultStream(0, raw);
         assertEquals(
                 "pool(0,0) current(1,0,77) event(2) record(5151,0) wait(4173,5151,0)"
                         + " record(5151,0) wait(4173,5151,0)",
