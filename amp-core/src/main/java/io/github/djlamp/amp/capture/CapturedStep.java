@@ -3,12 +3,7 @@ package io.github.djlamp.amp.capture;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import io.github.djlamp.amp.spi.StepGraph;
-import java.util.ArrayList;
-import java.util.HashSet;
-import java.util.List;
-import java.util.Locale;
 import java.util.Objects;
-import java.util.Set;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -71,9 +66,8 @@ public final class CapturedStep implements AutoCloseable {
     private final CaptureHooks hooks;
     private final StepBody body;
     private final int warmUpSteps;
-    private final Set<StepSignature> eagerSignatures = new HashSet<>();
-    private final List<Object> capturedState = new ArrayList<>();
-    private final List<Object> currentState = new ArrayList<>();
+    private final StaticBatch statics = new StaticBatch();
+    private final HeldState heldState = new HeldState();
     private State state = State.WARMING_UP;
     private String refusal;
     private boolean started;
@@ -81,9 +75,6 @@ public final class CapturedStep implements AutoCloseable {
     private boolean closed;
     private NDManager manager;
     private NDManager lastOutputs;
-    private StepSignature signature;
-    private NDList data;
-    private NDList labels;
     private NDList outputs;
     private StepGraph graph;
     private int warmedUp;
@@ -127,14 +118,13 @@ public final class CapturedStep implements AutoCloseable {
      * @throws IllegalStateException when the step was closed
      */
     public NDList run(NDList batchData, NDList batchLabels) {
-        if (closed) {
-            throw new IllegalStateException(
-                    "CapturedStep.run after close(): make a new one with amp.captureStep(body)");
-        }
+        requireOpen("run");
         Objects.requireNonNull(batchData, "CapturedStep.run needs the batch's data, got null");
         Objects.requireNonNull(batchLabels, "CapturedStep.run needs the batch's labels, got null");
         if (!started) {
             start();
+        } else if (!entered && state != State.EAGER) {
+            enter(); // after a pause
         }
         if (entered) {
             hooks.graphs().awaitOtherThreads(hooks.device());
@@ -142,25 +132,10 @@ public final class CapturedStep implements AutoCloseable {
         if (state == State.EAGER) {
             return eager(batchData, batchLabels);
         }
-        if (signature == null) {
-            signature = StepSignature.of(batchData, batchLabels);
-            NDList[] made = signature.allocate(manager);
-            data = made[0];
-            labels = made[1];
-        } else if (!signature.matches(batchData, batchLabels)) {
-            StepSignature batch = StepSignature.of(batchData, batchLabels);
-            if (eagerSignatures.add(batch)) {
-                logger.info(
-                        "djl-amp runs a step of other shapes eagerly ({}; the graph holds {}):"
-                                + " a graph replays only the shapes it captured",
-                        batch,
-                        signature);
-            }
+        if (!statics.take(hooks, manager, batchData, batchLabels)) {
             return eager(batchData, batchLabels);
         }
-        hooks.copy(data, batchData);
-        hooks.copy(labels, batchLabels);
-        if (state == State.REPLAYING && !stateHeld()) {
+        if (state == State.REPLAYING && !heldState.isHeld(hooks)) {
             return captureAgain();
         }
         if (state == State.REPLAYING) {
@@ -187,11 +162,7 @@ public final class CapturedStep implements AutoCloseable {
      * @throws IllegalStateException when the step was closed
      */
     public boolean isEager() {
-        if (closed) {
-            throw new IllegalStateException(
-                    "CapturedStep.isEager after close(): make a new one with"
-                            + " amp.captureStep(body)");
-        }
+        requireOpen("isEager");
         if (!started) {
             start();
         }
@@ -236,6 +207,17 @@ public final class CapturedStep implements AutoCloseable {
     }
 
     /**
+     * Gives the thread its stream back until the next {@link #run}, every step so far complete on
+     * the device: other threads then see the weights the steps updated ({@code EasyTrain.fit}'s
+     * captured step pauses at each epoch's end). The graph and its arrays are kept.
+     */
+    public void pause() {
+        if (!closed) {
+            leave();
+        }
+    }
+
+    /**
      * Frees the graph and the arrays it reads and writes (the arrays {@link #run} returned from it
      * included), and gives the thread its stream back.
      */
@@ -263,12 +245,17 @@ public final class CapturedStep implements AutoCloseable {
         started = true;
         manager = hooks.manager().newSubManager(hooks.device());
         manager.setName("djl-amp captured step");
-        refusal = firstRefusal();
+        refusal = CaptureRefusal.first(hooks);
         if (refusal != null) {
             state = State.EAGER;
-            logger.info("djl-amp runs every step of this captured step eagerly: {}", refusal);
+            logger.info("djl-amp does not capture the training step: {}", refusal);
             return;
         }
+        enter();
+    }
+
+    /** The thread's work moves to the graphs' stream; the session's host reads leave the step. */
+    private void enter() {
         hooks.begin();
         hooks.graphs().enter(hooks.device());
         entered = true;
@@ -286,17 +273,14 @@ public final class CapturedStep implements AutoCloseable {
         }
     }
 
-    private String firstRefusal() {
-        String off = System.getProperty(PROPERTY);
-        if (off != null && off.trim().toLowerCase(Locale.ROOT).equals("off")) {
-            return "turned off by -D" + PROPERTY + "=off";
+    private void requireOpen(String method) {
+        if (closed) {
+            throw new IllegalStateException(
+                    "CapturedStep."
+                            + method
+                            + " after close(): make a new one with"
+                            + " amp.captureStep(body)");
         }
-        String engine = hooks.graphs().whyNot(hooks.device());
-        if (engine != null) {
-            return engine;
-        }
-        List<String> session = hooks.refusals();
-        return session.isEmpty() ? null : String.join("; ", session);
     }
 
     private NDList eager(NDList batchData, NDList batchLabels) {
@@ -313,9 +297,9 @@ public final class CapturedStep implements AutoCloseable {
      */
     private NDList stepOnStatics(NDManager keep) {
         try (NDManager step = manager.newSubManager()) {
-            data.tempAttach(step);
-            labels.tempAttach(step);
-            NDList result = stepOnce(data, labels);
+            statics.data().tempAttach(step);
+            statics.labels().tempAttach(step);
+            NDList result = stepOnce(statics.data(), statics.labels());
             result.attach(keep);
             return result;
         }
@@ -360,30 +344,14 @@ public final class CapturedStep implements AutoCloseable {
         outputs = made[0]; // the graph writes them at every replay
         state = State.REPLAYING;
         captures++;
-        capturedState.clear();
-        hooks.stateArrays(capturedState);
+        heldState.remember(hooks);
         hooks.afterStep();
         logger.info(
                 "djl-amp captured the training step after {} warm-up steps ({}): later batches"
                         + " of these shapes replay it",
                 warmedUp,
-                signature);
+                statics.signature());
         return outputs;
-    }
-
-    /** Whether the arrays the graph reads and writes in place are still the session's. */
-    private boolean stateHeld() {
-        currentState.clear();
-        hooks.stateArrays(currentState);
-        if (currentState.size() != capturedState.size()) {
-            return false;
-        }
-        for (int i = 0; i < currentState.size(); i++) {
-            if (currentState.get(i) != capturedState.get(i)) {
-                return false;
-            }
-        }
-        return true;
     }
 
     /** The session replaced arrays the graph holds (state loaded): it is captured anew. */

@@ -271,6 +271,7 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
             NDList inputs,
             boolean training,
             PairList<String, Object> params) {
+        trainingLink.forwardBegins(parameterStore, inputs, null, params);
         return forward(parameterStore, inputs, null, training, params);
     }
 
@@ -293,7 +294,9 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
             NDList data,
             NDList labels,
             PairList<String, Object> params) {
-        return forward(parameterStore, data, labels, true, params);
+        // EasyTrain.fit's step, captured whole where it can be (see AmpSession)
+        NDList stepped = trainingLink.forwardBegins(parameterStore, data, labels, params);
+        return stepped != null ? stepped : forward(parameterStore, data, labels, true, params);
     }
 
     /**

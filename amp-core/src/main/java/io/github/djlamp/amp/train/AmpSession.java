@@ -3,6 +3,7 @@ package io.github.djlamp.amp.train;
 import ai.djl.Device;
 import ai.djl.Model;
 import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import ai.djl.nn.Parameter;
 import ai.djl.training.Trainer;
@@ -65,6 +66,8 @@ public final class AmpSession implements AutoCloseable {
     private boolean trainerClosed;
     private boolean scaledThisStep;
     private boolean stepDoneBeforeListeners;
+    private EasyTrainCapture easyTrainCapture;
+    private StepGraphs stepGraphs;
 
     /**
      * Creates a session for a wrapped block: {@link io.github.djlamp.amp.Amp#configure} does, and
@@ -121,8 +124,10 @@ public final class AmpSession implements AutoCloseable {
         SessionChecks.requireBlock(trainer, block);
         AttachedTrainer next =
                 AttachedTrainer.bind(trainer, block, settings, optimizer, persistence);
-        close(); // the previous trainer's device state
+        close(); // the previous trainer's device state and captured step
         attached = next;
+        easyTrainCapture = new EasyTrainCapture(this, trainer);
+        block.getTrainingLink().setStepInForward(easyTrainCapture);
         firstStepCheck.takeOver(trainer);
         trainerClosed = false;
         accumulation.dropOpenWindow();
@@ -142,6 +147,7 @@ public final class AmpSession implements AutoCloseable {
             verdict.reset();
             trainable.clear(attached.backend(), closing.getDevices(), closing.getManager());
         }
+        closeEasyTrainCapture();
         RuntimeException divergence = attached.lastRead();
         trainerClosed = true;
         persistence.trainerClosed();
@@ -252,15 +258,64 @@ public final class AmpSession implements AutoCloseable {
     public CapturedStep captureStep(StepBody body, int warmUpSteps, StepGraphs graphs) {
         SessionChecks.requireAttached(attached);
         return new CapturedStep(
-                new SessionCapture(this, attached, settings, optimizer, trainable, graphs),
+                new SessionCapture(
+                        this,
+                        attached,
+                        settings,
+                        optimizer,
+                        trainable,
+                        graphs != null ? graphs : stepGraphs()),
                 body,
                 warmUpSteps);
     }
 
+    /** The graphs steps are captured with: the engine's, unless a test stood others in. */
+    StepGraphs stepGraphs() {
+        return stepGraphs != null ? stepGraphs : getBackend().stepGraphs();
+    }
+
+    /** Tests: captures with {@code graphs} instead of the engine's (null: the engine's again). */
+    void useStepGraphs(StepGraphs graphs) {
+        stepGraphs = graphs;
+    }
+
     /**
-     * {@link AmpTrain}: while {@code done}, the listeners hear of a batch whose step is complete (a
-     * captured step ran {@link #step()}), so the listener's after-backward work is done and a
-     * skipped step is read from the device's flag.
+     * {@code EasyTrain}'s loss for backward after a step its forward completed (see {@link
+     * EasyTrainCapture}), or null.
+     */
+    NDArray takeLossOfCompletedStep(NDList labels) {
+        return easyTrainCapture == null ? null : easyTrainCapture.takeLossOfCompletedStep(labels);
+    }
+
+    /** {@code EasyTrain.fit}'s captured step of the attached trainer, or null: for tests. */
+    CapturedStep easyTrainStep() {
+        return easyTrainCapture == null ? null : easyTrainCapture.step();
+    }
+
+    /** Why {@code EasyTrain.fit}'s step is not captured, or null: for tests. */
+    String easyTrainRefusal() {
+        return easyTrainCapture == null ? null : easyTrainCapture.refusal();
+    }
+
+    /** At an epoch's end: a captured EasyTrain step gives the thread its stream back. */
+    void pauseCapture() {
+        if (easyTrainCapture != null) {
+            easyTrainCapture.pause();
+        }
+    }
+
+    private void closeEasyTrainCapture() {
+        if (easyTrainCapture != null) {
+            easyTrainCapture.close();
+            easyTrainCapture = null;
+            block.getTrainingLink().setStepInForward(null);
+        }
+    }
+
+    /**
+     * {@link EasyTrainCapture}: while {@code done}, the listeners hear of a batch whose step is
+     * complete (a captured step ran {@link #step()}) and {@code trainer.step()} does nothing, so
+     * the listener's after-backward work is done and a skipped step is read from the device's flag.
      */
     void setStepDoneBeforeListeners(boolean done) {
         stepDoneBeforeListeners = done;
@@ -434,6 +489,11 @@ public final class AmpSession implements AutoCloseable {
         this.optimizer = optimizer;
     }
 
+    /** The trainer's optimizer, or null before {@code Amp.configure} made it. */
+    LossScalingOptimizer getOptimizer() {
+        return optimizer;
+    }
+
     /**
      * Returns the loss scaler.
      *
@@ -514,9 +574,10 @@ public final class AmpSession implements AutoCloseable {
         return trainable.trainableParameters();
     }
 
-    /** Frees the scaler's device state. */
+    /** Frees the scaler's device state and a captured EasyTrain step. */
     @Override
     public void close() {
+        closeEasyTrainCapture();
         if (attached != null) {
             attached.close();
         }

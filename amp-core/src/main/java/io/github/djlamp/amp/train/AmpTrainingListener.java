@@ -128,7 +128,7 @@ public final class AmpTrainingListener extends TrainingListenerAdapter {
      */
     @Override
     public void onTrainingBatch(Trainer trainer, BatchData batchData) {
-        // AmpTrain's captured step has checked, stepped and moved the scale already
+        // EasyTrain.fit's captured step has checked, stepped and moved the scale
         if (!session.isStepDoneBeforeListeners()) {
             afterBackward(trainer, batchData.getBatch());
         }
@@ -163,6 +163,7 @@ public final class AmpTrainingListener extends TrainingListenerAdapter {
     /** {@inheritDoc} */
     @Override
     public void onEpoch(Trainer trainer) {
+        session.pauseCapture();
         session.flushAccumulation();
         LossScaler scaler = session.getScaler();
         if (!scaler.isMirrorFresh()) {

@@ -49,6 +49,10 @@ public final class ScaledLoss extends Loss {
     /** {@inheritDoc} */
     @Override
     public NDArray evaluate(NDList labels, NDList predictions) {
+        NDArray completed = session.takeLossOfCompletedStep(labels);
+        if (completed != null) {
+            return completed; // EasyTrain's step ran whole inside its forward: captured
+        }
         return session.scale(inner.evaluate(labels, predictions));
     }
 

@@ -7,6 +7,7 @@ import ai.djl.nn.Activation;
 import ai.djl.nn.SequentialBlock;
 import ai.djl.nn.core.Linear;
 import ai.djl.training.DefaultTrainingConfig;
+import ai.djl.training.EasyTrain;
 import ai.djl.training.Trainer;
 import ai.djl.training.dataset.ArrayDataset;
 import ai.djl.training.loss.Loss;
@@ -17,7 +18,6 @@ import io.github.djlamp.amp.cast.MixedPrecisionBlock;
 import io.github.djlamp.amp.policy.DefaultCastRules;
 import io.github.djlamp.amp.spi.AmpBackends;
 import io.github.djlamp.amp.train.AmpSession;
-import io.github.djlamp.amp.train.AmpTrain;
 
 /**
  * A training program on the class path with djl-amp's modules on the module path (what {@link
@@ -96,7 +96,7 @@ public final class ModulePathProgram {
                                 .optLabels(data.randomNormal(new Shape(4 * STEPS, 1)))
                                 .setSampling(4, false)
                                 .build();
-                AmpTrain.fit(trainer, 1, dataset, null); // EasyTrain.fit where nothing is captured
+                EasyTrain.fit(trainer, 1, dataset, null); // captures its step where it can
                 return AmpSession.of(trainer).getScaler().getSteps();
             }
         }

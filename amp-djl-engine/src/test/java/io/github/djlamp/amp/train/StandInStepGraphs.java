@@ -18,11 +18,18 @@ abstract class StandInStepGraphs implements StepGraphs {
         return null;
     }
 
-    @Override
-    public void enter(Device device) {}
+    int enters;
+    int exits;
 
     @Override
-    public void exit(Device device) {}
+    public void enter(Device device) {
+        enters++;
+    }
+
+    @Override
+    public void exit(Device device) {
+        exits++;
+    }
 
     @Override
     public void awaitOtherThreads(Device device) {}

@@ -1,8 +1,10 @@
 package io.github.djlamp.amp.cast.internal;
 
 import ai.djl.Device;
+import ai.djl.ndarray.NDList;
 import ai.djl.nn.Block;
 import ai.djl.training.ParameterStore;
+import ai.djl.util.PairList;
 import io.github.djlamp.amp.spi.AmpBackend;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Supplier;
@@ -26,6 +28,7 @@ public final class TrainingLink {
     private volatile BufferSnapshot bufferSnapshot;
     private volatile int treeVersion;
     private volatile Runnable beforeSave;
+    private volatile StepInForward stepInForward;
     private final Runnable afterStep;
 
     /**
@@ -53,6 +56,36 @@ public final class TrainingLink {
         this.castCache = castCache;
         this.checkpoints = checkpoints;
         this.afterStep = afterStep;
+    }
+
+    /**
+     * Sets what runs a whole training step from a training forward with labels, or null for
+     * nothing.
+     *
+     * @param step the step, or null
+     */
+    public void setStepInForward(StepInForward step) {
+        stepInForward = step;
+    }
+
+    /**
+     * A forward begins: runs the step a training forward with labels begins, where one is set and
+     * takes it.
+     *
+     * @param store the trainer's parameter store
+     * @param data the batch's data
+     * @param labels the batch's labels, null for a forward without them
+     * @param params the forward's parameters
+     * @return the outputs of a step that ran, or null to run the forward as usual
+     */
+    public NDList forwardBegins(
+            ParameterStore store, NDList data, NDList labels, PairList<String, Object> params) {
+        StepInForward step = stepInForward;
+        if (step == null) {
+            return null;
+        }
+        step.forwardBegins();
+        return labels == null ? null : step.run(store, data, labels, params);
     }
 
     /** Runs the block's after-step action: the trainer glue calls it after each update. */
