@@ -274,8 +274,14 @@ public final class AmpSession implements AutoCloseable {
         return stepGraphs != null ? stepGraphs : getBackend().stepGraphs();
     }
 
-    /** Tests: captures with {@code graphs} instead of the engine's (null: the engine's again). */
-    void useStepGraphs(StepGraphs graphs) {
+    /**
+     * Captures this session's steps ({@code EasyTrain.fit}'s and {@link #captureStep(StepBody)}'s
+     * made later) with {@code graphs} instead of the engine's: a stand-in that measures or tests
+     * the plan where there is no GPU. {@code EasyTrain.fit} decides at its first batch.
+     *
+     * @param graphs the graphs to capture with, or null for the engine's
+     */
+    public void setStepGraphs(StepGraphs graphs) {
         stepGraphs = graphs;
     }
 

@@ -214,7 +214,7 @@ class EasyTrainCaptureTest {
                             .build();
             try (Trainer trainer = model.newTrainer(Amp.configure(config, block, options))) {
                 trainer.initialize(new Shape(BATCH, 3, 8, 8));
-                AmpSession.of(trainer).useStepGraphs(graphs);
+                AmpSession.of(trainer).setStepGraphs(graphs);
                 if (loop == Loop.FIT) {
                     EasyTrain.fit(trainer, EPOCHS, dataset, dataset);
                 } else {

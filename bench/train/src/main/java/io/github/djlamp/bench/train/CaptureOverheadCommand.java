@@ -3,14 +3,23 @@ package io.github.djlamp.bench.train;
 import ai.djl.Device;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import ai.djl.training.EasyTrain;
 import ai.djl.training.GradientCollector;
 import ai.djl.training.Trainer;
 import ai.djl.training.dataset.Batch;
+import ai.djl.training.dataset.Dataset;
+import ai.djl.translate.TranslateException;
+import ai.djl.util.Progress;
 import io.github.djlamp.amp.capture.CapturedStep;
 import io.github.djlamp.amp.capture.StepBody;
 import io.github.djlamp.amp.spi.StepGraph;
 import io.github.djlamp.amp.spi.StepGraphs;
 import io.github.djlamp.amp.train.AmpSession;
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.List;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
@@ -48,9 +57,20 @@ final class CaptureOverheadCommand implements Callable<Integer> {
     @Option(names = "--eager-steps", defaultValue = "10", description = "Timed eager steps.")
     int eagerSteps;
 
+    @Option(
+            names = "--loop",
+            defaultValue = "custom",
+            description =
+                    "custom (AmpSession.captureStep) or easytrain (EasyTrain.fit, its whole batch"
+                            + " timed: the loop, its listeners and trainer.step())")
+    String loop;
+
     @Override
     public Integer call() {
         Network net = Network.of(network);
+        if (loop.equals("easytrain")) {
+            return easyTrain(net);
+        }
         try (TrainingRig rig = TrainingRig.create(net, Variant.of(variant), batch)) {
             Trainer trainer = rig.getTrainer();
             double[] eager = new double[eagerSteps];
@@ -100,6 +120,121 @@ final class CaptureOverheadCommand implements Callable<Integer> {
                     100 * r.median() / e.median());
             return 0;
         }
+    }
+
+    /**
+     * {@code EasyTrain.fit}'s batches, eager ({@value CapturedStep#PROPERTY}=off) and then captured
+     * on graphs that replay nothing, each in a trainer of its own: the time between one batch's
+     * fetch and the next's.
+     */
+    private Integer easyTrain(Network net) {
+        String before = System.getProperty(CapturedStep.PROPERTY);
+        Samples e;
+        try {
+            System.setProperty(CapturedStep.PROPERTY, "off");
+            e = new Samples(fitBatchTimes(net, null, eagerSteps));
+        } finally {
+            if (before == null) {
+                System.clearProperty(CapturedStep.PROPERTY);
+            } else {
+                System.setProperty(CapturedStep.PROPERTY, before);
+            }
+        }
+        Samples r = new Samples(fitBatchTimes(net, new ReplayingNothing(), steps));
+        System.out.printf(
+                "%s %s batch %d, EasyTrain.fit: eager batch median %.3f ms; replayed batch (host"
+                        + " part, graphs replaying nothing) median %.4f ms (IQR %.4f-%.4f) over %d"
+                        + " batches, %.2f%% of the eager one%n",
+                net.key(),
+                variant,
+                batch,
+                e.median(),
+                r.median(),
+                r.quantile(0.25),
+                r.quantile(0.75),
+                steps,
+                100 * r.median() / e.median());
+        return 0;
+    }
+
+    /**
+     * Times {@code timed} batches of {@code EasyTrain.fit} after its first step, warm-up steps and
+     * capture; with {@code graphs}, captured on them.
+     */
+    private double[] fitBatchTimes(Network net, StepGraphs graphs, int timed) {
+        int skipped = CapturedStep.DEFAULT_WARM_UP_STEPS + 2;
+        try (TrainingRig rig = TrainingRig.create(net, Variant.of(variant), batch)) {
+            Trainer trainer = rig.getTrainer();
+            rig.step(); // the first step, outside EasyTrain.fit: kernel checks
+            AmpSession.of(trainer).setStepGraphs(graphs);
+            try (NDManager pool = trainer.getManager().newSubManager()) {
+                List<Batch> batches = new ArrayList<>();
+                for (int i = 0; i < 4; i++) {
+                    Batch b = rig.randomBatch();
+                    b.getData().attach(pool);
+                    b.getLabels().attach(pool);
+                    batches.add(b);
+                }
+                long[] fetched = new long[skipped + timed + 1];
+                Dataset dataset = new PooledBatches(trainer, batches, fetched);
+                EasyTrain.fit(trainer, 1, dataset, null);
+                double[] times = new double[timed];
+                for (int i = 0; i < timed; i++) {
+                    times[i] = (fetched[skipped + i + 1] - fetched[skipped + i]) / 1e6;
+                }
+                return times;
+            } catch (IOException | TranslateException ex) {
+                throw new IllegalStateException(ex);
+            }
+        }
+    }
+
+    /**
+     * Batches over the pool's arrays, the time of each fetch recorded; the last one only fetched.
+     */
+    private static final class PooledBatches implements Dataset {
+        private final Trainer trainer;
+        private final List<Batch> pool;
+        private final long[] fetched;
+
+        PooledBatches(Trainer trainer, List<Batch> pool, long[] fetched) {
+            this.trainer = trainer;
+            this.pool = pool;
+            this.fetched = fetched;
+        }
+
+        @Override
+        public Iterable<Batch> getData(NDManager manager) {
+            return () ->
+                    new Iterator<>() {
+                        private int next;
+
+                        @Override
+                        public boolean hasNext() {
+                            return next < fetched.length;
+                        }
+
+                        @Override
+                        public Batch next() {
+                            fetched[next] = System.nanoTime();
+                            Batch b = pool.get(next++ % pool.size());
+                            // a batch owns its arrays (DJL's Batch attaches them): copies, as a
+                            // dataset's batchifier makes them
+                            return new Batch(
+                                    trainer.getManager().newSubManager(),
+                                    new NDList(b.getData().head().duplicate()),
+                                    new NDList(b.getLabels().head().duplicate()),
+                                    b.getSize(),
+                                    null,
+                                    null,
+                                    0,
+                                    1);
+                        }
+                    };
+        }
+
+        @Override
+        public void prepare(Progress progress) {}
     }
 
     private static StepBody body(Trainer trainer) {
