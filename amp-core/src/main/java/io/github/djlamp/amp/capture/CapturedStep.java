@@ -37,11 +37,11 @@ import org.slf4j.LoggerFactory;
  *
  * <p>It refuses rather than replays wrong: where the session's step cannot be captured (several
  * devices, a loss scale read on the host, a per-parameter update, gradient accumulation,
- * checkpointing, a gradient reducer, a learning rate schedule), where the engine has no graphs (the
- * CPU), and after a capture the device's runtime invalidated (a host read or a synchronization in
- * the body), every step runs eagerly; a batch of other shapes (the last, partial one) runs eagerly
- * on its own arrays. Each is said once, in the log and by {@link #getRefusal()}. {@code
- * -Ddjlamp.capture=off} runs every step eagerly.
+ * checkpointing, a gradient reducer), where the engine has no graphs (the CPU), and after a capture
+ * the device's runtime invalidated (a host read or a synchronization in the body), every step runs
+ * eagerly; a batch of other shapes (the last, partial one) runs eagerly on its own arrays. Each is
+ * said once, in the log and by {@link #getRefusal()}. {@code -Ddjlamp.capture=off} runs every step
+ * eagerly.
  */
 public final class CapturedStep implements AutoCloseable {
 

@@ -231,14 +231,35 @@ final class FusedUpdate {
         }
     }
 
-    /** The buffers of one parameter (SGD's momentum, Adam's two moments, ...); empty when none. */
     /**
-     * Whether the learning rate changes with the update count (a window refreshed from the host).
+     * A captured step's launch was replayed: with a schedule, the window counts it, as a launch's
+     * Java code does.
      */
-    boolean hasSchedule() {
-        return schedule != null;
+    void replayed() {
+        if (schedule != null) {
+            schedule.launched();
+        }
     }
 
+    /**
+     * Between captured steps: a window of rates the next launch may run past is refreshed now (one
+     * host read of the update count), outside any capture. The new rates are a new array, so a
+     * graph that read the old one is captured again ({@link #rateTable()}).
+     *
+     * @param backend the engine layer
+     */
+    void refreshRatesIfDue(AmpBackend backend) {
+        if (counter.count() != null) {
+            refreshRates(backend);
+        }
+    }
+
+    /** The device's window of scheduled rates a launch reads, or null with a fixed rate. */
+    NDArray rateTable() {
+        return schedule == null || rate == null ? null : rate.getValues();
+    }
+
+    /** The buffers of one parameter (SGD's momentum, Adam's two moments, ...); empty when none. */
     NDList state(String parameterId) {
         NDArray[] buffers = state.get(parameterId);
         return buffers == null ? new NDList() : new NDList(buffers);

@@ -79,13 +79,6 @@ final class SessionCapture implements CaptureHooks {
                             + " scaler's verdict on the host every step (DJL's Sgd, Adam, AdamW"
                             + " or Nag with a fixed learning rate and"
                             + " AmpOptions.builder().fusedOptimizer(FusedOptimizer.ON) fuse it)");
-        } else if (optimizer != null
-                && optimizer.fusedUpdate() != null
-                && optimizer.fusedUpdate().hasSchedule()) {
-            refusals.add(
-                    "the learning rate follows a schedule whose values the fused step reads from"
-                            + " arrays made on the host as it goes (use Tracker.fixed(rate) to"
-                            + " capture)");
         }
         if (settings.getAccumulationSteps() > 1) {
             refusals.add(
@@ -120,9 +113,13 @@ final class SessionCapture implements CaptureHooks {
         if (scaler.isStateOnDevice()) {
             into.add(scaler.getScaleArray());
         }
-        FusedUpdate fused = optimizer == null ? null : optimizer.fusedUpdate();
+        FusedUpdate fused = fusedUpdate();
         if (fused != null) {
             into.add(fused.stepCount());
+            NDArray rates = fused.rateTable();
+            if (rates != null) {
+                into.add(rates); // a refreshed window of scheduled rates: captured again
+            }
             for (NDArray[] buffers : fused.buffers().values()) {
                 Collections.addAll(into, (Object[]) buffers);
             }
@@ -142,6 +139,10 @@ final class SessionCapture implements CaptureHooks {
     @Override
     public void afterReplay() {
         attached.scaler().countReplayedStep();
+        FusedUpdate fused = fusedUpdate();
+        if (fused != null) {
+            fused.replayed();
+        }
     }
 
     @Override
@@ -150,6 +151,14 @@ final class SessionCapture implements CaptureHooks {
         if (scaler.takeDueRead()) {
             attached.syncToHost();
         }
+        FusedUpdate fused = fusedUpdate();
+        if (fused != null) {
+            fused.refreshRatesIfDue(attached.backend());
+        }
+    }
+
+    private FusedUpdate fusedUpdate() {
+        return optimizer == null ? null : optimizer.fusedUpdate();
     }
 
     @Override

@@ -151,6 +151,37 @@ class CapturedStepTest {
     }
 
     /**
+     * A learning-rate schedule: the device looks each step's rate up in a window of rates the host
+     * evaluated ahead ({@code LearningRateWindow}, 256 updates). When the window moves, between
+     * steps, the new rates are a new array and the step is captured again: 300 steps cross it, and
+     * end bitwise where the eager loop's end, with no host read inside the region.
+     */
+    @ParameterizedTest
+    @CsvSource({"mixed_float16, true", "mixed_bfloat16, false"})
+    void aScheduleIsCapturedAgainWhenItsWindowMoves(String policy, boolean countReads) {
+        Setup setup = new Setup(policy, "long-schedule", options(2), 300, i -> BATCH, false, false);
+        if (countReads) {
+            StandInStepGraphs.ReadCounting graphs = new StandInStepGraphs.ReadCounting();
+            Run run = train(setup.on(graphs));
+            assertEquals(CapturedStep.State.REPLAYING, run.state, run.refusal);
+            assertEquals(0, graphs.readsInside, "djl-amp's host reads inside the region");
+            return;
+        }
+        StandInStepGraphs.Rerun graphs = new StandInStepGraphs.Rerun();
+        Run captured = train(setup.on(graphs));
+        assertEquals(CapturedStep.State.REPLAYING, captured.state, captured.refusal);
+        // a stand-in's replay runs the step's Java again, which counts each launch twice: the
+        // window moves about every 128 steps instead of 256
+        assertTrue(graphs.captures >= 2, "captures: " + graphs.captures);
+        assertSameStates(train(setup), captured);
+        // a replay that runs no Java: the host counts each replayed launch, and the window moves
+        // once in 300 launches
+        StandInStepGraphs.NoReplay nothing = new StandInStepGraphs.NoReplay();
+        train(setup.on(nothing));
+        assertEquals(2, nothing.captures, "captured again when the window moved");
+    }
+
+    /**
      * Restoring the loss scaler's state replaces the arrays the graph reads and updates in place
      * (as loading a checkpoint does): the next step captures again instead of replaying into the
      * old ones, and training ends where the eager loop's ends.
@@ -174,7 +205,6 @@ class CapturedStepTest {
         AmpOptions accumulating =
                 AmpOptions.builder().fusedOptimizer(FusedOptimizer.ON).accumulationSteps(2).build();
         assertRefused(accumulating, "sgd", "accumulate over 2 batches");
-        assertRefused(options(2), "scheduled", "Tracker.fixed");
         System.setProperty(CapturedStep.PROPERTY, "off");
         try {
             assertRefused(options(2), "sgd", "-Ddjlamp.capture=off");
@@ -310,13 +340,14 @@ class CapturedStepTest {
                 switch (optimizer) {
                     case "adam" ->
                             Optimizer.adam().optLearningRateTracker(Tracker.fixed(0.01f)).build();
-                    case "scheduled" ->
+                    case "long-schedule" ->
                             Optimizer.sgd()
                                     .setLearningRateTracker(
                                             Tracker.factor()
-                                                    .setBaseValue(0.1f)
-                                                    .setFactor(0.5f)
+                                                    .setBaseValue(0.05f)
+                                                    .setFactor(0.995f)
                                                     .build())
+                                    .optMomentum(0.9f)
                                     .build();
                     default ->
                             Optimizer.sgd()

@@ -90,8 +90,11 @@ abstract class StandInStepGraphs implements StepGraphs {
 
     /** A replay does nothing: only what the host counts moves. */
     static final class NoReplay extends StandInStepGraphs {
+        int captures;
+
         @Override
         public StepGraph capture(Device device, Runnable region) {
+            captures++;
             region.run();
             return graph(() -> {});
         }
