@@ -88,6 +88,12 @@ public sealed interface ForwardOp {
      */
     record Pointwise(int out, int in, String function) implements ForwardOp {}
 
+    /**
+     * DJL's {@code Activation.leakyRelu}: {@code alpha} as DJL's engine passes it (a float
+     * widened).
+     */
+    record LeakyRelu(int out, int in, double alpha) implements ForwardOp {}
+
     /** DJL's {@code reshape(long...)}, each size a number or another value's size along an axis. */
     record Reshape(int out, int in, List<Size> shape) implements ForwardOp {}
 

@@ -17,8 +17,8 @@ import java.util.regex.Pattern;
 
 /**
  * The compiled forms of DJL's blocks without children that run on what reaches them: BatchNorm,
- * LayerNorm, Dropout and the lambdas of DJL's functions (activations, flatten, identity, pooling),
- * each as DJL's PyTorch engine calls it.
+ * LayerNorm, Dropout and the lambdas of DJL's functions (activations, LeakyReLU with its alpha,
+ * flatten, identity, pooling), each as DJL's PyTorch engine calls it.
  */
 final class LeafGraph {
 
@@ -100,6 +100,8 @@ final class LeafGraph {
             return in;
         } else if (POINTWISE.containsKey(label)) {
             return graph.emit(o -> new ForwardOp.Pointwise(o, in, POINTWISE.get(label)));
+        } else if ("LeakyReLU".equals(label)) {
+            return leakyRelu(graph, block, in, path);
         } else if ("batchFlatten".equals(label)) {
             return graph.emit(o -> new ForwardOp.Flatten(o, in));
         } else if (pool.matches()) {
@@ -109,6 +111,17 @@ final class LeafGraph {
             return graph.emit(o -> new ForwardOp.GlobalAvgPool(o, in, dims));
         }
         throw new NotCompilableException(path, "DJL's " + label + " has no compiled form");
+    }
+
+    /** DJL's {@code Activation.leakyReluBlock(alpha)}, with the alpha its lambda captured. */
+    private static int leakyRelu(
+            ForwardGraphBuilder graph, LambdaBlock block, int in, String path) {
+        List<Object> captured = CapturedValues.of(block);
+        if (captured == null || captured.size() != 1 || !(captured.get(0) instanceof Float alpha)) {
+            throw new NotCompilableException(
+                    path, "DJL's LeakyReLU with an alpha djl-amp cannot read");
+        }
+        return graph.emit(o -> new ForwardOp.LeakyRelu(o, in, alpha.doubleValue()));
     }
 
     /** DJL's max or average pooling, with the settings its factory's lambda captured. */

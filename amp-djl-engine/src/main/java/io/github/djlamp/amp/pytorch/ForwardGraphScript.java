@@ -210,6 +210,11 @@ final class ForwardGraphScript {
             }
             return "torch." + f.function() + "(" + value(f.in()) + ")";
         }
+        if (op instanceof ForwardOp.LeakyRelu l) {
+            inherit(l.out(), l.in(), lowValues);
+            // torch::nn::functional::leaky_relu, as DJL's engine calls it: aten::leaky_relu
+            return "torch.leaky_relu(" + value(l.in()) + ", " + number(l.alpha()) + ")";
+        }
         if (op instanceof ForwardOp.Reshape r) {
             inherit(r.out(), r.in(), lowValues);
             StringBuilder sizes = new StringBuilder();

@@ -36,8 +36,8 @@ import org.junit.jupiter.api.Test;
 /**
  * The operations the compiled forward reproduces beyond convolutions, BatchNorm and linear layers:
  * max and average pooling with the settings DJL's factories captured, LayerNorm, Dropout (the same
- * random draws as DJL's), GELU, and DJL's attention and transformer encoder. Each network runs as
- * one native call, bitwise DJL's eager fp32 and djl-amp's eager bf16.
+ * random draws as DJL's), GELU, LeakyReLU, and DJL's attention and transformer encoder. Each
+ * network runs as one native call, bitwise DJL's eager fp32 and djl-amp's eager bf16.
  */
 class CompiledOperationsTest {
 
@@ -53,6 +53,16 @@ class CompiledOperationsTest {
     @Test
     void poolingInBf16IsTheEagerBf16Wrapper() {
         assertBf16AsEager(CompiledOperationsTest::pooling, IMAGES);
+    }
+
+    @Test
+    void leakyReluIsBitwiseDjl() {
+        assertFp32Bitwise(CompiledOperationsTest::darknetUnit, IMAGES);
+    }
+
+    @Test
+    void leakyReluInBf16IsTheEagerBf16Wrapper() {
+        assertBf16AsEager(CompiledOperationsTest::darknetUnit, IMAGES);
     }
 
     @Test
@@ -161,6 +171,16 @@ class CompiledOperationsTest {
                 .add(Pool.maxPool2dBlock(new Shape(3, 2), new Shape(2, 1), new Shape(1, 0), true))
                 .add(Conv2d.builder().setKernelShape(new Shape(1, 1)).setFilters(4).build())
                 .add(Pool.avgPool2dBlock(new Shape(2, 3), new Shape(1, 2), new Shape(1, 1)))
+                .add(Blocks.batchFlattenBlock())
+                .add(Linear.builder().setUnits(5).build());
+    }
+
+    /** YOLOv3's darknet unit: convolution, BatchNorm, LeakyReLU with alpha 0.1. */
+    private static Block darknetUnit() {
+        return new SequentialBlock()
+                .add(Conv2d.builder().setKernelShape(new Shape(3, 3)).setFilters(4).build())
+                .add(BatchNorm.builder().build())
+                .add(Activation.leakyReluBlock(0.1f))
                 .add(Blocks.batchFlattenBlock())
                 .add(Linear.builder().setUnits(5).build());
     }
