@@ -1,6 +1,7 @@
 package io.github.djlamp.amp.capture;
 
 import ai.djl.Device;
+import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import io.github.djlamp.amp.spi.StepGraphs;
@@ -57,6 +58,23 @@ public interface CaptureHooks {
      * @param into the list to fill, in an order that does not change while the arrays do not
      */
     void stateArrays(List<Object> into);
+
+    /**
+     * Lists every array a step changes, for the check of the first replay against an eager step:
+     * every parameter (BatchNorm's running statistics too), the fused optimizer's state and count,
+     * the loss scaler's state.
+     *
+     * @param into the list to fill
+     */
+    void checkedArrays(List<NDArray> into);
+
+    /**
+     * Returns why a replay cannot be compared with an eager step of the same batch from the same
+     * state (random draws, as dropout's, differ between the two), or null.
+     *
+     * @return the reason, or null
+     */
+    String uncheckableReplay();
 
     /** Before the first step: host reads of device state move out of the step, between steps. */
     void begin();

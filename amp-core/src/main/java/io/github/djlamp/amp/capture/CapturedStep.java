@@ -41,7 +41,8 @@ import org.slf4j.LoggerFactory;
  * the device's runtime invalidated (a host read or a synchronization in the body), every step runs
  * eagerly; a batch of other shapes (the last, partial one) runs eagerly on its own arrays. Each is
  * said once, in the log and by {@link #getRefusal()}. {@code -Ddjlamp.capture=off} runs every step
- * eagerly.
+ * eagerly. The first replay is checked against the same batch run eagerly from the same state; one
+ * that differs ends capturing, with a WARN.
  */
 public final class CapturedStep implements AutoCloseable {
 
@@ -64,14 +65,14 @@ public final class CapturedStep implements AutoCloseable {
     }
 
     private final CaptureHooks hooks;
-    private final StepBody body;
+    private final EagerStep eagerStep;
     private final int warmUpSteps;
     private final StaticBatch statics = new StaticBatch();
     private final HeldState heldState = new HeldState();
+    private final CaptureStream stream;
     private State state = State.WARMING_UP;
     private String refusal;
     private boolean started;
-    private boolean entered;
     private boolean closed;
     private NDManager manager;
     private NDManager lastOutputs;
@@ -80,6 +81,7 @@ public final class CapturedStep implements AutoCloseable {
     private int warmedUp;
     private long replays;
     private int captures;
+    private boolean checkFirstReplay;
 
     /**
      * Creates a captured step; {@code AmpSession.captureStep} does.
@@ -91,12 +93,14 @@ public final class CapturedStep implements AutoCloseable {
      */
     public CapturedStep(CaptureHooks hooks, StepBody body, int warmUpSteps) {
         this.hooks = Objects.requireNonNull(hooks, "hooks");
-        this.body =
-                Objects.requireNonNull(
-                        body,
-                        "captureStep needs the step's body, got null: pass (data, labels) -> {"
-                                + " forward, loss and backward in a GradientCollector; return"
-                                + " new NDList(loss) }");
+        this.eagerStep =
+                new EagerStep(
+                        hooks,
+                        Objects.requireNonNull(
+                                body,
+                                "captureStep needs the step's body, got null: pass (data, labels)"
+                                        + " -> { forward, loss and backward in a"
+                                        + " GradientCollector; return new NDList(loss) }"));
         if (warmUpSteps < 1) {
             throw new IllegalArgumentException(
                     "captureStep needs at least 1 warm-up step before the capture, got "
@@ -105,6 +109,7 @@ public final class CapturedStep implements AutoCloseable {
                             + " which a capture cannot hold");
         }
         this.warmUpSteps = warmUpSteps;
+        this.stream = new CaptureStream(hooks);
     }
 
     /**
@@ -123,10 +128,10 @@ public final class CapturedStep implements AutoCloseable {
         Objects.requireNonNull(batchLabels, "CapturedStep.run needs the batch's labels, got null");
         if (!started) {
             start();
-        } else if (!entered && state != State.EAGER) {
-            enter(); // after a pause
+        } else if (!stream.isEntered() && state != State.EAGER) {
+            stream.enter(); // after a pause
         }
-        if (entered) {
+        if (stream.isEntered()) {
             hooks.graphs().awaitOtherThreads(hooks.device());
         }
         if (state == State.EAGER) {
@@ -137,6 +142,9 @@ public final class CapturedStep implements AutoCloseable {
         }
         if (state == State.REPLAYING && !heldState.isHeld(hooks)) {
             return captureAgain();
+        }
+        if (state == State.REPLAYING && checkFirstReplay) {
+            return checkedReplay();
         }
         if (state == State.REPLAYING) {
             graph.replay();
@@ -213,7 +221,7 @@ public final class CapturedStep implements AutoCloseable {
      */
     public void pause() {
         if (!closed) {
-            leave();
+            stream.leave();
         }
     }
 
@@ -231,7 +239,7 @@ public final class CapturedStep implements AutoCloseable {
             return;
         }
         try {
-            leave();
+            stream.leave();
         } finally {
             if (graph != null) {
                 graph.close();
@@ -251,26 +259,7 @@ public final class CapturedStep implements AutoCloseable {
             logger.info("djl-amp does not capture the training step: {}", refusal);
             return;
         }
-        enter();
-    }
-
-    /** The thread's work moves to the graphs' stream; the session's host reads leave the step. */
-    private void enter() {
-        hooks.begin();
-        hooks.graphs().enter(hooks.device());
-        entered = true;
-    }
-
-    /** Puts the thread's stream and the session's host reads back as they were before the start. */
-    private void leave() {
-        if (entered) {
-            entered = false;
-            try {
-                hooks.graphs().exit(hooks.device());
-            } finally {
-                hooks.end();
-            }
-        }
+        stream.enter();
     }
 
     private void requireOpen(String method) {
@@ -284,25 +273,15 @@ public final class CapturedStep implements AutoCloseable {
     }
 
     private NDList eager(NDList batchData, NDList batchLabels) {
-        NDList result = stepOnce(batchData, batchLabels);
-        if (entered) {
+        NDList result = eagerStep.run(batchData, batchLabels);
+        if (stream.isEntered()) {
             hooks.afterStep();
         }
         return result;
     }
 
-    /**
-     * One eager step on the static arrays: what it makes from them is freed after it (the static
-     * arrays' manager would keep it), what it returns goes to {@code keep}.
-     */
     private NDList stepOnStatics(NDManager keep) {
-        try (NDManager step = manager.newSubManager()) {
-            statics.data().tempAttach(step);
-            statics.labels().tempAttach(step);
-            NDList result = stepOnce(statics.data(), statics.labels());
-            result.attach(keep);
-            return result;
-        }
+        return eagerStep.onStatics(statics, manager, keep);
     }
 
     /** A manager for the next warm-up step's outputs, the last one's freed. */
@@ -312,17 +291,6 @@ public final class CapturedStep implements AutoCloseable {
         }
         lastOutputs = manager.newSubManager();
         return lastOutputs;
-    }
-
-    private NDList stepOnce(NDList stepData, NDList stepLabels) {
-        NDList result = body.run(stepData, stepLabels);
-        if (result == null) {
-            throw new IllegalStateException(
-                    "The captured step's body returned null: return what the loop reads after"
-                            + " the step, e.g. new NDList(loss), or new NDList() for nothing");
-        }
-        hooks.step();
-        return result;
     }
 
     private NDList capture() {
@@ -343,6 +311,7 @@ public final class CapturedStep implements AutoCloseable {
         graph = captured;
         outputs = made[0]; // the graph writes them at every replay
         state = State.REPLAYING;
+        checkFirstReplay = captures == 0 && FirstReplayCheck.wanted(hooks);
         captures++;
         heldState.remember(hooks);
         hooks.afterStep();
@@ -352,6 +321,19 @@ public final class CapturedStep implements AutoCloseable {
                 warmedUp,
                 statics.signature());
         return outputs;
+    }
+
+    /** The first replay, checked against the same batch run eagerly ({@link FirstReplayCheck}). */
+    private NDList checkedReplay() {
+        checkFirstReplay = false;
+        replays++;
+        FirstReplayCheck.Outcome checked =
+                FirstReplayCheck.run(hooks, manager, graph, () -> stepOnStatics(nextOutputs()));
+        hooks.afterStep();
+        if (checked.mismatch() != null) {
+            stopCapturing("its first replay is not the step (" + checked.mismatch() + ")", null);
+        }
+        return checked.outputs();
     }
 
     /** The session replaced arrays the graph holds (state loaded): it is captured anew. */
@@ -383,6 +365,15 @@ public final class CapturedStep implements AutoCloseable {
 
     /** A capture that did not hold: the step runs again eagerly, and so does every later one. */
     private NDList giveUp(String why, RuntimeException cause) {
+        hooks.abandonStep();
+        NDList result = stepOnStatics(nextOutputs());
+        hooks.afterStep();
+        stopCapturing(why, cause);
+        return result;
+    }
+
+    /** Every later step runs eagerly: the graph freed, the thread's stream given back. */
+    private void stopCapturing(String why, RuntimeException cause) {
         state = State.EAGER;
         refusal = why;
         if (cause != null) {
@@ -390,10 +381,10 @@ public final class CapturedStep implements AutoCloseable {
         } else {
             logger.warn("djl-amp runs every later step eagerly: {}", why);
         }
-        hooks.abandonStep();
-        NDList result = stepOnStatics(nextOutputs());
-        hooks.afterStep();
-        leave();
-        return result;
+        if (graph != null) {
+            graph.close();
+            graph = null;
+        }
+        stream.leave();
     }
 }

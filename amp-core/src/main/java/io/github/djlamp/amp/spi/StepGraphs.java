@@ -50,6 +50,17 @@ public interface StepGraphs {
     String whyNot(Device device);
 
     /**
+     * Returns whether a replay computes the captured step, so that the first one can be checked
+     * against an eager step of the same batch: true for real graphs; a stand-in whose replays do
+     * nothing (a measurement of the host's part) returns false.
+     *
+     * @return whether replays are checked
+     */
+    default boolean replaysTheStep() {
+        return true;
+    }
+
+    /**
      * Makes the calling thread's work on {@code device} run on a stream of its own, where captures
      * can take place; the steps before the capture (warm-up) must run there too.
      *

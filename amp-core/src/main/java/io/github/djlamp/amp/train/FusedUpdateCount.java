@@ -84,6 +84,18 @@ final class FusedUpdateCount {
     }
 
     /**
+     * Adds the device arrays a launch reads and updates (each parameter's count, the mask of the
+     * trained ones, DJL's count), none before the first launch.
+     */
+    void arrays(List<Object> into) {
+        if (count != null) {
+            into.add(perParameter);
+            into.add(trained);
+            into.add(count);
+        }
+    }
+
+    /**
      * Reads each parameter's applied steps on the host (one read), by parameter id.
      *
      * @param backend the engine layer that reads

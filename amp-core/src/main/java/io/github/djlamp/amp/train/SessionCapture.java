@@ -115,7 +115,7 @@ final class SessionCapture implements CaptureHooks {
         }
         FusedUpdate fused = fusedUpdate();
         if (fused != null) {
-            into.add(fused.stepCount());
+            fused.counter().arrays(into);
             NDArray rates = fused.rateTable();
             if (rates != null) {
                 into.add(rates); // a refreshed window of scheduled rates: captured again
@@ -124,6 +124,38 @@ final class SessionCapture implements CaptureHooks {
                 Collections.addAll(into, (Object[]) buffers);
             }
         }
+    }
+
+    @Override
+    public void checkedArrays(List<NDArray> into) {
+        for (Pair<String, Parameter> pair : session.getBlock().getParameters()) {
+            Parameter parameter = pair.getValue();
+            if (parameter.isInitialized()) {
+                into.add(parameter.getArray()); // BatchNorm's running statistics too
+            }
+        }
+        LossScaler scaler = attached.scaler();
+        into.add(scaler.getFoundInfArray());
+        if (scaler.isStateOnDevice()) {
+            into.add(scaler.getScaleArray());
+        }
+        FusedUpdate fused = fusedUpdate();
+        if (fused != null) {
+            List<Object> counts = new ArrayList<>();
+            fused.counter().arrays(counts);
+            counts.forEach(count -> into.add((NDArray) count));
+            for (NDArray[] buffers : fused.buffers().values()) {
+                Collections.addAll(into, buffers);
+            }
+        }
+    }
+
+    @Override
+    public String uncheckableReplay() {
+        String random = RandomBlocks.find(session.getBlock());
+        return random == null
+                ? null
+                : random + " draws random numbers, which differ between a replay and an eager step";
     }
 
     @Override

@@ -82,6 +82,23 @@ class CapturedStepTest {
     }
 
     /**
+     * The first replay is checked against the same batch run eagerly from the same state: a graph
+     * whose replay leaves the state as it was (as a graph gone wrong would) ends capturing at once,
+     * and the run ends where the eager loop's ends, every step's state included.
+     */
+    @ParameterizedTest
+    @CsvSource({"mixed_float16, sgd", "mixed_bfloat16, adam"})
+    void aFirstReplayThatIsNotTheStepEndsCapturing(String policy, String optimizer) {
+        Setup setup = Setup.of(policy, optimizer);
+        StandInStepGraphs.Inert graphs = new StandInStepGraphs.Inert();
+        Run run = train(setup.on(graphs));
+        assertEquals(CapturedStep.State.EAGER, run.state);
+        assertTrue(run.refusal.contains("its first replay is not the step"), run.refusal);
+        assertEquals(1, graphs.replays, "only the checked replay");
+        assertSameStates(train(setup), run);
+    }
+
+    /**
      * A replay runs none of the step's Java code: the scaler's step count and its host reads every
      * {@code hostSyncInterval} steps must still follow the steps, as an eager run's do.
      */
@@ -284,7 +301,9 @@ class CapturedStepTest {
                         amp.captureStep(body(trainer), WARM_UP, new StandInStepGraphs.Rerun());
                 NDList out = null;
                 NDList previous = null;
-                for (int i = 0; i <= WARM_UP + 1; i++) {
+                // warm-up, the capture, the checked first replay (the eager step's outputs), and
+                // two replays, which return the captured outputs
+                for (int i = 0; i <= WARM_UP + 3; i++) {
                     try (NDManager batch = trainer.getManager().newSubManager()) {
                         previous = out;
                         out = step.run(new NDList(data(batch, i, BATCH)), labels(batch, i, BATCH));

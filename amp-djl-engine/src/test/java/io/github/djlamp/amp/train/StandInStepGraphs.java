@@ -89,14 +89,31 @@ abstract class StandInStepGraphs implements StepGraphs {
     }
 
     /** A replay does nothing: only what the host counts moves. */
+    /** A replay that does nothing, declared so: a measurement of the host's part of a step. */
     static final class NoReplay extends StandInStepGraphs {
         int captures;
+
+        @Override
+        public boolean replaysTheStep() {
+            return false;
+        }
 
         @Override
         public StepGraph capture(Device device, Runnable region) {
             captures++;
             region.run();
             return graph(() -> {});
+        }
+    }
+
+    /** A replay that does nothing but claims to compute the step: a graph gone wrong. */
+    static final class Inert extends StandInStepGraphs {
+        int replays;
+
+        @Override
+        public StepGraph capture(Device device, Runnable region) {
+            region.run();
+            return graph(() -> replays++);
         }
     }
 

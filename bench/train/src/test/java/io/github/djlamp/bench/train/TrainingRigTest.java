@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
 
 import ai.djl.ndarray.types.Shape;
 import ai.djl.training.optimizer.Adam;
@@ -16,6 +17,7 @@ import io.github.djlamp.amp.policy.CastCategory;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.train.AmpSession;
 import io.github.djlamp.amp.verify.KernelVerification;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
@@ -206,20 +208,30 @@ class TrainingRigTest {
         assertTrue(Network.TRANSFORMER_256.optimizer() instanceof Adam);
         assertTrue(Network.TRANSFORMER.optimizer() instanceof Sgd);
         try (TrainingRig rig = TrainingRig.create(Network.TRANSFORMER_256, Variant.FP32, 1)) {
-            settleFreedNativeMemory();
-            StepMemory memory = new StepMemory();
-            assertTrue(rig.step(memory) > 0);
             // bench/train/pytorch_resnet.py's copy counts the same
             assertEquals(3_486_730, rig.parameterCount());
             assertNull(rig.arithmeticShare(), "plain DJL reports no 16-bit share");
-            JsonObject m = memory.toJson();
-            long forward = m.get("forwardStartBytes").getAsLong();
-            long backward = m.get("backwardStartBytes").getAsLong();
-            long peak = m.get("peakBytes").getAsLong();
-            // the forward's saved activations are held when backward starts
-            assertTrue(backward > forward + (1 << 20), m.toString());
-            assertTrue(peak >= backward, m.toString());
-            assertTrue(m.get("afterStepBytes").getAsLong() < peak, m.toString());
+            // the instrument reads the process's in-use memory, which buffers earlier tests dropped
+            // can shrink while a step runs (in CI, under load, the forward's ~10 MB of saved
+            // activations once showed as 0.6 MB): a step of three must show them
+            List<String> seen = new ArrayList<>();
+            for (int attempt = 0; attempt < 3; attempt++) {
+                settleFreedNativeMemory();
+                StepMemory memory = new StepMemory();
+                assertTrue(rig.step(memory) > 0);
+                JsonObject m = memory.toJson();
+                long forward = m.get("forwardStartBytes").getAsLong();
+                long backward = m.get("backwardStartBytes").getAsLong();
+                long peak = m.get("peakBytes").getAsLong();
+                assertTrue(peak >= backward, m.toString());
+                assertTrue(m.get("afterStepBytes").getAsLong() < peak, m.toString());
+                seen.add(m.toString());
+                // the forward's saved activations are held when backward starts
+                if (backward > forward + (1 << 20)) {
+                    return;
+                }
+            }
+            fail("no step of three held its activations at backward's start: " + seen);
         }
     }
 

@@ -1,0 +1,156 @@
+package io.github.djlamp.amp.capture;
+
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDArrays;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.DataType;
+import io.github.djlamp.amp.spi.StepGraph;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.function.Supplier;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The first replay of a captured step, checked: from the same state and on the same batch, the
+ * replay and an eager step must leave every array the step changes where the other leaves it. The
+ * eager step's state is kept either way, so the batch trains right whatever the replay did.
+ *
+ * <p>The comparison allows what nondeterministic kernels (atomic additions in some backward passes)
+ * leave between two eager runs: a difference of at most a thousandth of the step's own change to
+ * the array, plus a millionth of its largest value. A replay that skipped the update, read an old
+ * batch, an old rate or an array replaced since the capture differs by the whole step.
+ */
+final class FirstReplayCheck {
+
+    private static final Logger logger = LoggerFactory.getLogger(FirstReplayCheck.class);
+
+    private static final double OF_THE_STEP = 1e-3;
+    private static final double OF_THE_VALUE = 1e-6;
+
+    private final CaptureHooks hooks;
+    private final List<NDArray> arrays = new ArrayList<>();
+    private NDList before;
+    private NDList replayed;
+
+    /**
+     * Whether the first replay is checked: graphs whose replays compute the step, and a step
+     * without random draws (said once where there are).
+     */
+    static boolean wanted(CaptureHooks hooks) {
+        String why = hooks.uncheckableReplay();
+        if (why != null) {
+            logger.info("djl-amp does not check the first replay against an eager step: {}", why);
+        }
+        return why == null && hooks.graphs().replaysTheStep();
+    }
+
+    /** The eager step's outputs, and how the replay differed from it (null: it did not). */
+    record Outcome(NDList outputs, String mismatch) {}
+
+    /**
+     * Replays {@code graph}, puts the state back, runs {@code eager} on the same batch and
+     * compares; the eager step's state and outputs stand.
+     */
+    static Outcome run(
+            CaptureHooks hooks, NDManager manager, StepGraph graph, Supplier<NDList> eager) {
+        FirstReplayCheck check = new FirstReplayCheck(hooks);
+        try (NDManager scope = manager.newSubManager()) {
+            check.before(scope);
+            graph.replay();
+            check.replayed(scope);
+            NDList outputs = eager.get();
+            return new Outcome(outputs, check.mismatch(scope));
+        }
+    }
+
+    private FirstReplayCheck(CaptureHooks hooks) {
+        this.hooks = hooks;
+        hooks.checkedArrays(arrays);
+    }
+
+    /** Keeps copies of the state before the step, under {@code scope}. */
+    private void before(NDManager scope) {
+        before = copies(scope);
+    }
+
+    /** After the replay: keeps its results, and puts the state back as it was before it. */
+    private void replayed(NDManager scope) {
+        replayed = copies(scope);
+        hooks.copy(new NDList(arrays), before);
+    }
+
+    /**
+     * After the eager step: where the replay's results differ from it beyond the allowance, says
+     * which array and by how much (host reads, once). What it computes lives under {@code scope}.
+     *
+     * @return the difference in words, or null when the replay is the eager step
+     */
+    private String mismatch(NDManager scope) {
+        for (int i = 0; i < arrays.size(); i++) {
+            try (NDManager each = scope.newSubManager()) {
+                String found = mismatch(i, each);
+                if (found != null) {
+                    return found;
+                }
+            }
+        }
+        return null;
+    }
+
+    /** One array compared, all it computes under {@code each}. */
+    private String mismatch(int i, NDManager each) {
+        NDArray eager = inFloat64(arrays.get(i), each);
+        NDArray replay = inFloat64(replayed.get(i), each);
+        NDArray start = inFloat64(before.get(i), each);
+        NDArray bothNaN = eager.isNaN().logicalAnd(replay.isNaN());
+        NDArray differs = eager.neq(replay).logicalAnd(bothNaN.logicalNot());
+        if (!differs.any().getBoolean()) {
+            return null;
+        }
+        NDArray finite = finite(eager).logicalAnd(finite(start));
+        double difference = largest(eager.sub(replay).abs(), differs);
+        double step = largest(eager.sub(start).abs(), finite);
+        double value = largest(eager.abs(), finite);
+        if (!Double.isNaN(difference) && difference <= OF_THE_STEP * step + OF_THE_VALUE * value) {
+            return null;
+        }
+        return "array "
+                + i
+                + " of "
+                + arrays.size()
+                + " "
+                + arrays.get(i).getShape()
+                + ": the replay differs from the eager step by up to "
+                + difference
+                + " where the step itself moved it by up to "
+                + step;
+    }
+
+    private static NDArray inFloat64(NDArray array, NDManager each) {
+        NDArray copy = array.toType(DataType.FLOAT64, true);
+        copy.attach(each);
+        return copy;
+    }
+
+    private NDList copies(NDManager scope) {
+        NDList copies = new NDList(arrays.size());
+        for (NDArray array : arrays) {
+            NDArray copy = array.duplicate();
+            copy.attach(scope);
+            copies.add(copy);
+        }
+        return copies;
+    }
+
+    private static NDArray finite(NDArray values) {
+        return values.isInfinite().logicalOr(values.isNaN()).logicalNot();
+    }
+
+    /** The largest of {@code values} where {@code mask} holds (NaN propagates); 0 elsewhere. */
+    private static double largest(NDArray values, NDArray mask) {
+        NDArray kept = NDArrays.where(mask, values, values.zerosLike());
+        return kept.size() == 0 ? 0 : kept.max().getDouble();
+    }
+}
