@@ -137,10 +137,10 @@ class CompiledWrapperTest {
     @Test
     void aBlockItCannotCompileRunsEagerlyBetweenCompiledRunsAndIsNamed() {
         try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
-            Block plain = withLeakyRelu();
+            Block plain = withElu();
             NDArray x = initialize(plain, manager, new Shape(2, 3));
             List<float[]> eager = step(plain, x);
-            Block block = withLeakyRelu();
+            Block block = withElu();
             initialize(block, manager, new Shape(2, 3));
             MixedPrecisionBlock wrapped = Amp.wrap(block, "float32").compileForward(true);
             List<float[]> compiled = compiledStep(wrapped, x);
@@ -150,7 +150,7 @@ class CompiledWrapperTest {
             String refusal = wrapped.compiledForwardRefusal(x.getDevice());
             assertNotNull(refusal);
             assertFalse(wrapped.isForwardCompiled(x.getDevice()));
-            assertTrue(refusal.startsWith("03LambdaBlock: DJL's LeakyReLU"), refusal);
+            assertTrue(refusal.startsWith("03LambdaBlock: DJL's ELU"), refusal);
             for (int i = 0; i < eager.size(); i++) {
                 assertArrayEquals(eager.get(i), compiled.get(i), 0f, "array " + i);
             }
@@ -160,16 +160,16 @@ class CompiledWrapperTest {
     @Test
     void aRunAfterAnEagerBlockTakesItsBf16OutputAsTheEagerStagesDo() {
         try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
-            Block eagerBlock = withLeakyRelu();
+            Block eagerBlock = withElu();
             NDArray x = initialize(eagerBlock, manager, new Shape(2, 3));
             List<float[]> eager =
                     step(Amp.wrap(eagerBlock, "mixed_bfloat16", KernelVerification.OFF), x);
-            Block block = withLeakyRelu();
+            Block block = withElu();
             initialize(block, manager, new Shape(2, 3));
             MixedPrecisionBlock wrapped =
                     Amp.wrap(block, "mixed_bfloat16", KernelVerification.OFF).compileForward(true);
             List<float[]> compiled = compiledStep(wrapped, x);
-            // the second run's input is the bf16 output of the eager leaky relu
+            // the second run's input is the bf16 output of the eager ELU
             assertEquals(2, runs(wrapped, x).size());
             for (int i = 0; i < eager.size(); i++) {
                 assertArrayEquals(eager.get(i), compiled.get(i), 0f, "array " + i);
@@ -229,11 +229,11 @@ class CompiledWrapperTest {
         }
     }
 
-    private static Block withLeakyRelu() {
+    private static Block withElu() {
         SequentialBlock block = new SequentialBlock();
         block.add(Linear.builder().setUnits(4).build())
                 .add(Activation::relu)
-                .add(Activation.leakyReluBlock(0.1f))
+                .add(Activation.eluBlock(1f)) // no compiled form
                 .add(Linear.builder().setUnits(3).build())
                 .add(Activation::relu);
         return block;
