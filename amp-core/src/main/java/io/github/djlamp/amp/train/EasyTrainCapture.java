@@ -25,7 +25,8 @@ import org.slf4j.LoggerFactory;
  * its backward reaches nothing; the listeners hear of the batch after its step, with its
  * predictions and labels; {@code trainer.step()} changes nothing for that batch.
  *
- * <p>Where the step cannot be captured (no graphs on the device: the CPU; the session's refusals;
+ * <p>Where the step cannot be captured (no graphs on the device: the CPU; a listener of the user's
+ * that acts in {@code onTrainingBatch}, which would see the step's end; the session's refusals;
  * {@code -Ddjlamp.capture=off}) nothing changes: EasyTrain's batches run as in DJL, decided once at
  * the first batch.
  */
@@ -143,6 +144,12 @@ final class EasyTrainCapture implements StepInForward {
         if (why != null) {
             refusal = why;
             logger.debug("djl-amp does not capture EasyTrain's step: {}", why);
+            return false;
+        }
+        String listeners = BatchListeners.refusal(trainer);
+        if (listeners != null) {
+            refusal = listeners;
+            logger.info("djl-amp does not capture EasyTrain's step: {}", listeners);
             return false;
         }
         CapturedStep made =

@@ -19,6 +19,9 @@ import ai.djl.training.dataset.ArrayDataset;
 import ai.djl.training.dataset.Batch;
 import ai.djl.training.evaluator.Accuracy;
 import ai.djl.training.listener.EvaluatorTrainingListener;
+import ai.djl.training.listener.TrainingListener;
+import ai.djl.training.listener.TrainingListener.BatchData;
+import ai.djl.training.listener.TrainingListenerAdapter;
 import ai.djl.training.loss.Loss;
 import ai.djl.training.optimizer.Optimizer;
 import ai.djl.training.tracker.Tracker;
@@ -96,6 +99,41 @@ class EasyTrainCaptureTest {
         assertEquals(0, graphs.captures);
         assertEquals(0, graphs.enters);
         assertSameTraining("own loop", plain, withGraphs, 0);
+    }
+
+    /**
+     * A listener of the user's that acts in {@code onTrainingBatch} (here it reads a gradient, as a
+     * gradient-norm logger would) would see a captured step's end: the step is not captured, and
+     * says which listener; one that acts only at the epoch's end does not stop it.
+     */
+    @Test
+    void aListenerThatActsOnEachBatchKeepsTheStepUncaptured() throws Exception {
+        List<Float> norms = new ArrayList<>();
+        TrainingListener gradientNorms =
+                new TrainingListenerAdapter() {
+                    @Override
+                    public void onTrainingBatch(Trainer trainer, BatchData batchData) {
+                        Parameter first =
+                                trainer.getModel().getBlock().getParameters().get(0).getValue();
+                        norms.add(first.getArray().getGradient().norm().getFloat());
+                    }
+                };
+        StandInStepGraphs.Rerun graphs = new StandInStepGraphs.Rerun();
+        Outcome refused = train("mixed_bfloat16", Loop.FIT, graphs, false, gradientNorms);
+        assertEquals(0, graphs.captures);
+        assertTrue(refused.refusal.contains("acts in onTrainingBatch"), refused.refusal);
+        assertTrue(refused.refusal.contains(gradientNorms.getClass().getName()), refused.refusal);
+        assertTrue(norms.stream().allMatch(n -> n > 0), "gradients read before the step: " + norms);
+        TrainingListener atEpochs =
+                new TrainingListenerAdapter() {
+                    @Override
+                    public void onEpoch(Trainer trainer) {
+                        norms.clear();
+                    }
+                };
+        StandInStepGraphs.Rerun epochGraphs = new StandInStepGraphs.Rerun();
+        train("mixed_bfloat16", Loop.FIT, epochGraphs, false, atEpochs);
+        assertEquals(1, epochGraphs.captures);
     }
 
     /** {@code -Ddjlamp.capture=off} is the one switch: EasyTrain.fit then runs as in DJL. */
@@ -181,6 +219,16 @@ class EasyTrainCaptureTest {
     private static Outcome train(
             String policy, Loop loop, StandInStepGraphs graphs, boolean nanBatch)
             throws IOException, TranslateException {
+        return train(policy, loop, graphs, nanBatch, new TrainingListenerAdapter() {});
+    }
+
+    private static Outcome train(
+            String policy,
+            Loop loop,
+            StandInStepGraphs graphs,
+            boolean nanBatch,
+            TrainingListener extra)
+            throws IOException, TranslateException {
         Engine.getInstance().setRandomSeed(5);
         try (NDManager data = NDManager.newBaseManager();
                 Model model = Model.newInstance("easy-train-capture", "PyTorch")) {
@@ -206,7 +254,7 @@ class EasyTrainCaptureTest {
                                             .optMomentum(0.9f)
                                             .build())
                             .addEvaluator(new Accuracy())
-                            .addTrainingListeners(new EvaluatorTrainingListener());
+                            .addTrainingListeners(new EvaluatorTrainingListener(), extra);
             AmpOptions options =
                     AmpOptions.builder()
                             .fusedOptimizer(FusedOptimizer.ON)
