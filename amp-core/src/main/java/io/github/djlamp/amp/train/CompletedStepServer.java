@@ -1,6 +1,7 @@
 package io.github.djlamp.amp.train;
 
 import ai.djl.ndarray.NDArray;
+import ai.djl.training.LocalParameterServer;
 import ai.djl.training.ParameterServer;
 
 /**
@@ -11,10 +12,12 @@ import ai.djl.training.ParameterServer;
 final class CompletedStepServer implements ParameterServer {
 
     private final ParameterServer delegate;
+    private final LossScalingOptimizer optimizer;
     private final AmpSession session;
 
-    CompletedStepServer(ParameterServer delegate, AmpSession session) {
-        this.delegate = delegate;
+    CompletedStepServer(LossScalingOptimizer optimizer, AmpSession session) {
+        this.delegate = new LocalParameterServer(optimizer);
+        this.optimizer = optimizer;
         this.session = session;
     }
 
@@ -27,9 +30,16 @@ final class CompletedStepServer implements ParameterServer {
     /** {@inheritDoc} */
     @Override
     public void update(String parameterId, NDArray[] params) {
-        if (!session.isStepDoneBeforeListeners()) {
-            delegate.update(parameterId, params);
+        if (session.isStepDoneBeforeListeners()) {
+            return;
         }
+        if (params.length == 1 && optimizer.fusedUpdate() != null) {
+            try (NDArray gradient = params[0].getGradient()) {
+                optimizer.update(parameterId, params[0], gradient);
+            }
+            return;
+        }
+        delegate.update(parameterId, params);
     }
 
     /** {@inheritDoc} */

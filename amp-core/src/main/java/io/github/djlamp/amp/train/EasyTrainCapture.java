@@ -2,7 +2,6 @@ package io.github.djlamp.amp.train;
 
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
-import ai.djl.training.LocalParameterServer;
 import ai.djl.training.ParameterStore;
 import ai.djl.training.Trainer;
 import ai.djl.util.PairList;
@@ -162,13 +161,12 @@ final class EasyTrainCapture implements StepInForward {
         }
         step = made;
         decision = Decision.CAPTURING;
-        // trainer.step() after a completed step: nothing per parameter, not even DJL's copy of
-        // each gradient (LocalParameterServer duplicates them before the update)
+        // trainer.step() after a completed step: nothing per parameter; and no copy of each
+        // gradient in the steps (LocalParameterServer duplicates them before the update)
         LossScalingOptimizer optimizer = session.getOptimizer();
         if (optimizer != null) {
             store.setParameterServer(
-                    new CompletedStepServer(new LocalParameterServer(optimizer), session),
-                    trainer.getDevices());
+                    new CompletedStepServer(optimizer, session), trainer.getDevices());
         }
         return true;
     }
