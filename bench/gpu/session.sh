@@ -11,7 +11,7 @@
 #
 # Parts, in order:
 #   1. bash .gpu/gpu.sh info (GPU, torch, JNI, what DJL sees)                      limit --info-limit (60 s)
-#   2. the GPU-sensitive tests, .gpu/gpu.sh test: amp-djl-engine's (--engine-tests, 23 classes; the CUDA graph probes and the captured step last, so that a crash in one costs only them),
+#   2. the GPU-sensitive tests, .gpu/gpu.sh test: amp-djl-engine's (--engine-tests, 24 classes; the CUDA graph probes and the captured step last, so that a crash in one costs only them),
 #      then integration-tests' (--it-tests, 7 classes), one JVM each    limit --tests-limit (150 s) together
 #   3. bash bench/gpu/run-gpu.sh, with what is left less 15 s for rendering and packing as --budget:
 #      a. ResNetV1-50 224x224 at batches 32, 128 and 256 (issue 42's targets): djl-amp bf16 fused
