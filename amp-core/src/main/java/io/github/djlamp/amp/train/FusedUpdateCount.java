@@ -87,7 +87,7 @@ final class FusedUpdateCount {
      * Adds the device arrays a launch reads and updates (each parameter's count, the mask of the
      * trained ones, DJL's count), none before the first launch.
      */
-    void arrays(List<Object> into) {
+    void arrays(List<? super NDArray> into) {
         if (count != null) {
             into.add(perParameter);
             into.add(trained);

@@ -108,21 +108,11 @@ final class SessionCapture implements CaptureHooks {
                 into.add(parameter.getArray());
             }
         }
-        LossScaler scaler = attached.scaler();
-        into.add(scaler.getFoundInfArray());
-        if (scaler.isStateOnDevice()) {
-            into.add(scaler.getScaleArray());
-        }
+        stepState(into);
         FusedUpdate fused = fusedUpdate();
-        if (fused != null) {
-            fused.counter().arrays(into);
-            NDArray rates = fused.rateTable();
-            if (rates != null) {
-                into.add(rates); // a refreshed window of scheduled rates: captured again
-            }
-            for (NDArray[] buffers : fused.buffers().values()) {
-                Collections.addAll(into, (Object[]) buffers);
-            }
+        NDArray rates = fused == null ? null : fused.rateTable();
+        if (rates != null) {
+            into.add(rates); // a refreshed window of scheduled rates: captured again
         }
     }
 
@@ -134,6 +124,11 @@ final class SessionCapture implements CaptureHooks {
                 into.add(parameter.getArray()); // BatchNorm's running statistics too
             }
         }
+        stepState(into);
+    }
+
+    /** The scaler's state, and the fused optimizer's counts and buffers. */
+    private void stepState(List<? super NDArray> into) {
         LossScaler scaler = attached.scaler();
         into.add(scaler.getFoundInfArray());
         if (scaler.isStateOnDevice()) {
@@ -141,9 +136,7 @@ final class SessionCapture implements CaptureHooks {
         }
         FusedUpdate fused = fusedUpdate();
         if (fused != null) {
-            List<Object> counts = new ArrayList<>();
-            fused.counter().arrays(counts);
-            counts.forEach(count -> into.add((NDArray) count));
+            fused.counter().arrays(into);
             for (NDArray[] buffers : fused.buffers().values()) {
                 Collections.addAll(into, buffers);
             }
