@@ -280,7 +280,8 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
      * EasyTrain}) runs it: the labels reach the wrapped block's own labels overload (DJL's {@code
      * EncoderDecoder} feeds them to its decoder), cast like the data where the block computes in 16
      * bits. A block that does not override that overload runs as a training forward of the data, as
-     * in DJL.
+     * in DJL. Under {@code EasyTrain.fit}, where the step can be captured (a CUDA device, ...), the
+     * whole training step runs here and is replayed from a graph (README, "The captured step").
      *
      * @param parameterStore the parameter store
      * @param data the input data
@@ -294,7 +295,7 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
             NDList data,
             NDList labels,
             PairList<String, Object> params) {
-        // EasyTrain.fit's step, captured whole where it can be (see AmpSession)
+        // EasyTrain.fit's step, captured whole where it can be (train.EasyTrainCapture)
         NDList stepped = trainingLink.forwardBegins(parameterStore, data, labels, params);
         return stepped != null ? stepped : forward(parameterStore, data, labels, true, params);
     }
