@@ -65,7 +65,6 @@ public final class AmpSession implements AutoCloseable {
     private AttachedTrainer attached;
     private boolean trainerClosed;
     private boolean scaledThisStep;
-    private boolean stepDoneBeforeListeners;
     private EasyTrainCapture easyTrainCapture;
     private StepGraphs stepGraphs;
 
@@ -319,17 +318,12 @@ public final class AmpSession implements AutoCloseable {
     }
 
     /**
-     * {@link EasyTrainCapture}: while {@code done}, the listeners hear of a batch whose step is
-     * complete (a captured step ran {@link #step()}) and {@code trainer.step()} does nothing, so
-     * the listener's after-backward work is done and a skipped step is read from the device's flag.
+     * Whether the batch being reported is one whose step {@code EasyTrain.fit}'s forward already
+     * completed ({@link EasyTrainCapture}): the listener's after-backward work is done, a skipped
+     * step is read from the device's flag, and {@code trainer.step()} does nothing.
      */
-    void setStepDoneBeforeListeners(boolean done) {
-        stepDoneBeforeListeners = done;
-    }
-
-    /** Whether the listeners hear of a batch whose step is complete. */
     boolean isStepDoneBeforeListeners() {
-        return stepDoneBeforeListeners;
+        return easyTrainCapture != null && easyTrainCapture.isStepDone();
     }
 
     /**

@@ -78,7 +78,6 @@ final class EasyTrainCapture implements StepInForward {
             refusal = step.getRefusal();
         }
         stepDone = true;
-        session.setStepDoneBeforeListeners(true);
         int predictions = outputs.size() - 1;
         stepLoss = outputs.get(predictions);
         return outputs.subNDList(0, predictions);
@@ -86,11 +85,8 @@ final class EasyTrainCapture implements StepInForward {
 
     @Override
     public void forwardBegins() {
-        if (stepDone) {
-            stepDone = false;
-            stepLoss = null;
-            session.setStepDoneBeforeListeners(false);
-        }
+        stepDone = false;
+        stepLoss = null;
     }
 
     /**
@@ -107,6 +103,11 @@ final class EasyTrainCapture implements StepInForward {
         leaf.attach(labels.head().getManager());
         leaf.setRequiresGradient(true);
         return leaf;
+    }
+
+    /** Whether the last forward completed its batch's step, until the next forward begins. */
+    boolean isStepDone() {
+        return stepDone;
     }
 
     /** The captured step, null where none was made (yet): for tests. */
@@ -163,11 +164,8 @@ final class EasyTrainCapture implements StepInForward {
         decision = Decision.CAPTURING;
         // trainer.step() after a completed step: nothing per parameter; and no copy of each
         // gradient in the steps (LocalParameterServer duplicates them before the update)
-        LossScalingOptimizer optimizer = session.getOptimizer();
-        if (optimizer != null) {
-            store.setParameterServer(
-                    new CompletedStepServer(optimizer, session), trainer.getDevices());
-        }
+        store.setParameterServer(
+                new CompletedStepServer(session.getOptimizer(), session), trainer.getDevices());
         return true;
     }
 

@@ -134,9 +134,6 @@ public final class LossScalingOptimizer extends Optimizer {
     /** {@inheritDoc} */
     @Override
     public void update(String parameterId, NDArray weight, NDArray grad) {
-        if (session.isStepDoneBeforeListeners()) {
-            return; // trainer.step() after a step EasyTrain's forward completed (captured)
-        }
         StepVerdict verdict = session.verdict();
         if (session.hasCheckpointsPending()) {
             throw new IllegalStateException(
