@@ -52,8 +52,9 @@ public interface CaptureHooks {
 
     /**
      * Lists the arrays a graph reads and writes in place that the session may replace by others
-     * between steps (the weights, the fused optimizer's state and count, the loss scaler's state,
-     * replaced when state is loaded): a graph captured with other arrays would read the old ones.
+     * between steps (every parameter's, BatchNorm's running statistics too, the fused optimizer's
+     * state and count, the loss scaler's state, replaced when state is loaded): a graph captured
+     * with other arrays would read the old ones.
      *
      * @param into the list to fill, in an order that does not change while the arrays do not
      */
@@ -88,7 +89,14 @@ public interface CaptureHooks {
     /** After every step, outside any capture: the host read of device state that is due, if one. */
     void afterStep();
 
-    /** Forgets a step whose capture was invalidated before anything ran: it runs again eagerly. */
+    /** Before a capture's region runs: what the step's Java code counts on the host is noted. */
+    void beforeCapture();
+
+    /**
+     * Forgets a step whose capture did not hold (invalidated, at once or at its end, or failed):
+     * what its Java code counted on the host since {@link #beforeCapture()} is taken back, and it
+     * runs again eagerly.
+     */
     void abandonStep();
 
     /** After the last step: host reads return into the step. */

@@ -296,6 +296,7 @@ public final class CapturedStep implements AutoCloseable {
     private NDList capture() {
         NDList[] made = new NDList[1];
         StepGraph captured;
+        hooks.beforeCapture();
         try {
             captured = hooks.graphs().capture(hooks.device(), () -> runRegion(made));
         } catch (RuntimeException e) {

@@ -32,6 +32,8 @@ final class DeviceLossScaler implements LossScaler {
     private LossScaleCollapsedException lateCollapse;
     private GradientSet checked;
     private int stepsSinceRead;
+    private long stepsAtCapture = -1;
+    private int stepsSinceReadAtCapture;
     private boolean readsDeferred;
     private boolean mirrorFresh = true;
     private boolean verdictKnown = true;
@@ -281,6 +283,13 @@ final class DeviceLossScaler implements LossScaler {
     }
 
     @Override
+    public void beginCapturedStep() {
+        phase.requireBetweenSteps("a captured step");
+        stepsAtCapture = mirror.getSteps();
+        stepsSinceReadAtCapture = stepsSinceRead;
+    }
+
+    @Override
     public void abandonStep() {
         phase.endStep();
         report.endStep();
@@ -288,6 +297,11 @@ final class DeviceLossScaler implements LossScaler {
         checked = null;
         overflow = false;
         verdictKnown = true;
+        if (stepsAtCapture >= 0) {
+            mirror.rewindSteps(stepsAtCapture);
+            stepsSinceRead = stepsSinceReadAtCapture;
+            stepsAtCapture = -1;
+        }
     }
 
     private void throwLateCollapse() {

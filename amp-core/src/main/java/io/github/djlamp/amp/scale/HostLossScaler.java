@@ -26,6 +26,7 @@ final class HostLossScaler implements LossScaler {
     private boolean overflow;
     private LossScaleCollapsedException collapse;
     private long verdictReads;
+    private long stepsAtCapture = -1;
 
     HostLossScaler(LossScaling config, AmpBackend backend, NDManager parent, Device device) {
         this.config = config;
@@ -215,11 +216,21 @@ final class HostLossScaler implements LossScaler {
     }
 
     @Override
+    public void beginCapturedStep() {
+        phase.requireBetweenSteps("a captured step");
+        stepsAtCapture = mirror.getSteps();
+    }
+
+    @Override
     public void abandonStep() {
         phase.endStep();
         report.endStep();
         collapse = null;
         overflow = false;
+        if (stepsAtCapture >= 0) {
+            mirror.rewindSteps(stepsAtCapture);
+            stepsAtCapture = -1;
+        }
     }
 
     private void runKernel(double growth, double backoff) {

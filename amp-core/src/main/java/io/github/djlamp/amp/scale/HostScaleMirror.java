@@ -74,6 +74,11 @@ final class HostScaleMirror {
         return skippedSteps;
     }
 
+    /** Takes back the steps counted since the count was {@code steps}: a step abandoned. */
+    void rewindSteps(long steps) {
+        this.steps = steps;
+    }
+
     /** Counts a step first, so that a step that throws (a collapse) still counts as taken. */
     void countStep() {
         steps++;

@@ -277,8 +277,19 @@ public interface LossScaler extends AutoCloseable {
     void countReplayedStep();
 
     /**
-     * Forgets a step whose capture the device's runtime invalidated before it ran anything: the
-     * step starts again, so its phase returns to ready and what it was to be checked is dropped.
+     * Before a captured step's region runs: remembers what the host counts (the step count, the
+     * place in the read schedule), which {@link #abandonStep()} takes back if the capture does not
+     * hold.
+     *
+     * @throws IllegalStateException in the middle of a step
+     */
+    void beginCapturedStep();
+
+    /**
+     * Forgets a step whose capture the device's runtime invalidated, at once or at its end: the
+     * step starts again, so its phase returns to ready, what it was to be checked is dropped, and
+     * what its Java code counted on the host since {@link #beginCapturedStep()} is taken back (a
+     * capture runs nothing on the device, so the step is counted once, when it runs again).
      */
     void abandonStep();
 

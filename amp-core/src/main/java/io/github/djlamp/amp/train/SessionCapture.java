@@ -102,12 +102,7 @@ final class SessionCapture implements CaptureHooks {
 
     @Override
     public void stateArrays(List<Object> into) {
-        for (Pair<String, Parameter> pair : trainable.trainableParameters()) {
-            Parameter parameter = pair.getValue();
-            if (parameter.isInitialized()) {
-                into.add(parameter.getArray());
-            }
-        }
+        parameterArrays(into); // BatchNorm's statistics too: the graph updates them in place
         stepState(into);
         FusedUpdate fused = fusedUpdate();
         NDArray rates = fused == null ? null : fused.rateTable();
@@ -118,13 +113,18 @@ final class SessionCapture implements CaptureHooks {
 
     @Override
     public void checkedArrays(List<NDArray> into) {
-        for (Pair<String, Parameter> pair : session.getBlock().getParameters()) {
+        parameterArrays(into);
+        stepState(into);
+    }
+
+    /** Every parameter's array, trained or not (BatchNorm's running statistics). */
+    private void parameterArrays(List<? super NDArray> into) {
+        for (Pair<String, Parameter> pair : trainable.allParameters()) {
             Parameter parameter = pair.getValue();
             if (parameter.isInitialized()) {
-                into.add(parameter.getArray()); // BatchNorm's running statistics too
+                into.add(parameter.getArray());
             }
         }
-        stepState(into);
     }
 
     /** The scaler's state, and the fused optimizer's counts and buffers. */
@@ -184,6 +184,11 @@ final class SessionCapture implements CaptureHooks {
 
     private FusedUpdate fusedUpdate() {
         return optimizer == null ? null : optimizer.fusedUpdate();
+    }
+
+    @Override
+    public void beforeCapture() {
+        attached.scaler().beginCapturedStep();
     }
 
     @Override

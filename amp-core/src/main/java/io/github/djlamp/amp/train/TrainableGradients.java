@@ -42,6 +42,15 @@ final class TrainableGradients {
         return trainable;
     }
 
+    /**
+     * Every parameter, trained or not (BatchNorm's running statistics), each once, in the block's
+     * order: kept as the trainable set is.
+     */
+    List<Pair<String, Parameter>> allParameters() {
+        refresh();
+        return parameters;
+    }
+
     /** Whether a reducer combines the gradients of several processes before each check. */
     boolean hasReducer() {
         return reducer != null;

@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import ai.djl.Device;
+import ai.djl.MalformedModelException;
 import ai.djl.Model;
 import ai.djl.engine.Engine;
 import ai.djl.engine.EngineException;
@@ -40,6 +41,11 @@ import io.github.djlamp.amp.capture.StepBody;
 import io.github.djlamp.amp.cast.MixedPrecisionBlock;
 import io.github.djlamp.amp.spi.StepGraph;
 import io.github.djlamp.amp.spi.StepGraphs;
+import java.io.ByteArrayInputStream;
+import java.io.ByteArrayOutputStream;
+import java.io.DataInputStream;
+import java.io.DataOutputStream;
+import java.io.IOException;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.function.Function;
@@ -134,6 +140,24 @@ class CapturedStepTest {
     }
 
     /**
+     * A capture the runtime invalidates only at its end ran the step's Java code once already: the
+     * scaler counted the step and moved its read schedule. The step then runs again eagerly, and
+     * must be counted once. The stand-in runs the region's device work too, which a CUDA capture
+     * does not, so only what the host counts is compared with the eager loop's.
+     */
+    @Test
+    void aCaptureInvalidatedAtItsEndCountsItsStepOnce() {
+        Setup setup = Setup.of("mixed_float16", "sgd");
+        Run eager = train(setup);
+        Run invalidated = train(setup.on(new StandInStepGraphs.InvalidatedAtTheEnd()));
+        assertEquals(CapturedStep.State.EAGER, invalidated.state);
+        assertTrue(invalidated.refusal.contains("invalidated the capture"), invalidated.refusal);
+        assertEquals(STEPS, eager.scalerSteps);
+        assertEquals(eager.scalerSteps, invalidated.scalerSteps, "steps counted");
+        assertEquals(eager.hostReads, invalidated.hostReads, "scheduled host reads");
+    }
+
+    /**
      * A host read inside the captured region fails there (CUDA refuses it while capturing); the
      * step runs again eagerly, the failure named.
      */
@@ -199,14 +223,20 @@ class CapturedStepTest {
     }
 
     /**
-     * Restoring the loss scaler's state replaces the arrays the graph reads and updates in place
-     * (as loading a checkpoint does): the next step captures again instead of replaying into the
-     * old ones, and training ends where the eager loop's ends.
+     * Restoring the loss scaler's state, or loading a parameter that is not trained (BatchNorm's
+     * running mean), replaces arrays the graph reads and updates in place: the next step captures
+     * again instead of replaying into the old ones, and training ends where the eager loop's ends.
      */
     @ParameterizedTest
-    @CsvSource({"mixed_float16, adam", "mixed_bfloat16, sgd"})
-    void aGraphWhoseArraysWereReplacedIsCapturedAgain(String policy, String optimizer) {
-        Setup setup = Setup.of(policy, optimizer).withScalerRestored();
+    @CsvSource({
+        "mixed_float16, adam, SCALER",
+        "mixed_bfloat16, sgd, SCALER",
+        "mixed_bfloat16, adam, RUNNING_MEAN",
+        "float32, sgd, RUNNING_MEAN"
+    })
+    void aGraphWhoseArraysWereReplacedIsCapturedAgain(
+            String policy, String optimizer, Replaced replaced) {
+        Setup setup = Setup.of(policy, optimizer).withReplaced(replaced);
         Run eager = train(setup);
         StandInStepGraphs.Rerun graphs = new StandInStepGraphs.Rerun();
         Run captured = train(setup.on(graphs));
@@ -437,6 +467,40 @@ class CapturedStepTest {
         return new NDList(manager.arange(size).add(step).mod(5));
     }
 
+    /** Arrays of the same values put in place of those a graph holds, after a replayed step. */
+    private enum Replaced {
+        NOTHING,
+        /** The loss scaler's state restored, as loading a checkpoint does. */
+        SCALER,
+        /** BatchNorm's running mean loaded, as loading only a model's statistics does. */
+        RUNNING_MEAN;
+
+        void replace(AmpSession amp, Block block) {
+            if (this == SCALER) {
+                amp.getScaler().restore(amp.getScaler().state());
+            } else if (this == RUNNING_MEAN) {
+                Parameter mean =
+                        block.getParameters().stream()
+                                .map(Pair::getValue)
+                                .filter(p -> p.getName().equals("runningMean"))
+                                .findFirst()
+                                .orElseThrow();
+                ByteArrayOutputStream saved = new ByteArrayOutputStream();
+                try {
+                    mean.save(new DataOutputStream(saved));
+                    NDManager owner = mean.getArray().getManager();
+                    NDArray old = mean.getArray();
+                    mean.load(
+                            owner,
+                            new DataInputStream(new ByteArrayInputStream(saved.toByteArray())));
+                    assertTrue(old != mean.getArray(), "loading made a new array");
+                } catch (IOException | MalformedModelException e) {
+                    throw new AssertionError(e);
+                }
+            }
+        }
+    }
+
     /** What a run ended with: after each step the loss read, the weights and statistics. */
     private record Run(
             List<List<float[]>> states,
@@ -461,7 +525,7 @@ class CapturedStepTest {
             boolean dropout,
             StepGraphs graphs,
             boolean engine,
-            boolean restoreScaler) {
+            Replaced replaced) {
 
         Setup(
                 String policy,
@@ -471,7 +535,17 @@ class CapturedStepTest {
                 Function<Integer, Integer> sizes,
                 boolean reading,
                 boolean dropout) {
-            this(policy, optimizer, options, steps, sizes, reading, dropout, null, false, false);
+            this(
+                    policy,
+                    optimizer,
+                    options,
+                    steps,
+                    sizes,
+                    reading,
+                    dropout,
+                    null,
+                    false,
+                    Replaced.NOTHING);
         }
 
         static Setup of(String policy, String optimizer) {
@@ -508,28 +582,20 @@ class CapturedStepTest {
                     dropout,
                     stepGraphs,
                     false,
-                    restoreScaler);
+                    replaced);
         }
 
         Setup onEngineGraphs() {
             return new Setup(
-                    policy,
-                    optimizer,
-                    options,
-                    steps,
-                    sizes,
-                    reading,
-                    dropout,
-                    null,
-                    true,
-                    restoreScaler);
+                    policy, optimizer, options, steps, sizes, reading, dropout, null, true,
+                    replaced);
         }
 
-        /** Restores the loss scaler's state after the first replayed step: new arrays. */
-        Setup withScalerRestored() {
+        /** Replaces arrays the graph holds after the first replayed step: the same state. */
+        Setup withReplaced(Replaced what) {
             return new Setup(
                     policy, optimizer, options, steps, sizes, reading, dropout, graphs, engine,
-                    true);
+                    what);
         }
 
         boolean captures() {
@@ -572,9 +638,8 @@ class CapturedStepTest {
                             }
                             List<float[]> state = new ArrayList<>();
                             state.add(out.head().toFloatArray());
-                            if (setup.restoreScaler() && i == WARM_UP + 1) {
-                                // the same state, in new arrays
-                                amp.getScaler().restore(amp.getScaler().state());
+                            if (i == WARM_UP + 1) {
+                                setup.replaced().replace(amp, block);
                             }
                             for (Pair<String, Parameter> p : block.getParameters()) {
                                 state.add(p.getValue().getArray().toFloatArray());

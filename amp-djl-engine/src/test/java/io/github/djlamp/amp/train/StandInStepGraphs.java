@@ -117,6 +117,18 @@ abstract class StandInStepGraphs implements StepGraphs {
         }
     }
 
+    /**
+     * The region ran whole, its Java code and (here) its device work, and only then did the runtime
+     * say the capture did not hold, as CUDA does for work another thread launched meanwhile.
+     */
+    static final class InvalidatedAtTheEnd extends StandInStepGraphs {
+        @Override
+        public StepGraph capture(Device device, Runnable region) {
+            region.run();
+            return null;
+        }
+    }
+
     /** The runtime invalidated the capture before the region ran anything. */
     static final class Invalidated extends StandInStepGraphs {
         @Override
