@@ -93,7 +93,41 @@ void CUDAGraph::replay() { note("replay(" + std::to_string(magic) + ")"); }
 }  // namespace cuda
 }  // namespace at
 
+// PyTorch's CUDAGeneratorImpl.h: the two members are virtual overrides there; their exported
+// definitions are called directly, with the generator as this, so plain members stand in.
+namespace at {
+struct CUDAGeneratorImpl {
+  uint64_t get_offset() const;
+  void set_offset(uint64_t offset);
+  int64_t magic;
+  uint64_t offset;
+};
+struct Generator {
+  CUDAGeneratorImpl* impl_;  // c10::intrusive_ptr<c10::GeneratorImpl>: one pointer
+};
+static CUDAGeneratorImpl default_generator{6161, 8};
+static Generator default_generator_handle{&default_generator};
+uint64_t CUDAGeneratorImpl::get_offset() const {
+  note("offset(" + std::to_string(magic) + ")");
+  return offset;
+}
+void CUDAGeneratorImpl::set_offset(uint64_t value) {
+  note("set_offset(" + std::to_string(magic) + "," + std::to_string(value) + ")");
+  offset = value;
+}
+namespace cuda {
+namespace detail {
+const Generator& getDefaultCUDAGenerator(c10::DeviceIndex device_index) {
+  note("generator(" + std::to_string(device_index) + ")");
+  return default_generator_handle;
+}
+}  // namespace detail
+}  // namespace cuda
+}  // namespace at
+
 extern "C" {
+void stand_in_draw(uint64_t increment) { at::default_generator.offset += increment; }
+uint64_t stand_in_offset() { return at::default_generator.offset; }
 int cudaDeviceSynchronize() {
   note("sync");
   return 0;

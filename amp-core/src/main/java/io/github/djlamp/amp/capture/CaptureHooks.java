@@ -70,12 +70,14 @@ public interface CaptureHooks {
     void checkedArrays(List<NDArray> into);
 
     /**
-     * Returns why a replay cannot be compared with an eager step of the same batch from the same
-     * state (random draws, as dropout's, differ between the two), or null.
+     * Returns the block whose random draws (dropout's) make a step's outcome depend on where the
+     * device's random-number generator stands, in words, or null: a replay is compared with an
+     * eager step of such a step only where the graphs put the generator back between the two
+     * ({@link StepGraphs#repeatsRandomDraws}).
      *
-     * @return the reason, or null
+     * @return the block, or null
      */
-    String uncheckableReplay();
+    String randomDraws();
 
     /** Before the first step: host reads of device state move out of the step, between steps. */
     void begin();

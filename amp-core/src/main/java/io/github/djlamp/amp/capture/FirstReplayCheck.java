@@ -6,6 +6,7 @@ import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
 import io.github.djlamp.amp.spi.StepGraph;
+import io.github.djlamp.amp.spi.StepGraphs;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.function.Supplier;
@@ -16,6 +17,10 @@ import org.slf4j.LoggerFactory;
  * The first replay of a captured step, checked: from the same state and on the same batch, the
  * replay and an eager step must leave every array the step changes where the other leaves it. The
  * eager step's state is kept either way, so the batch trains right whatever the replay did.
+ *
+ * <p>Where the step draws random numbers (dropout), the random-number generator is put back between
+ * the replay and the eager step, so that both draw the same; graphs that cannot do so leave such a
+ * step unchecked.
  *
  * <p>The comparison allows what nondeterministic kernels (atomic additions in some backward passes)
  * leave between two eager runs: a difference of at most a thousandth of the step's own change to
@@ -35,15 +40,20 @@ final class FirstReplayCheck {
     private NDList replayed;
 
     /**
-     * Whether the first replay is checked: graphs whose replays compute the step, and a step
-     * without random draws (said once where there are).
+     * Whether the first replay is checked: graphs whose replays compute the step, and a step whose
+     * random draws, if it has any, the graphs can repeat (said once where they cannot).
      */
     static boolean wanted(CaptureHooks hooks) {
-        String why = hooks.uncheckableReplay();
-        if (why != null) {
-            logger.info("djl-amp does not check the first replay against an eager step: {}", why);
+        String random = hooks.randomDraws();
+        if (random != null && !hooks.graphs().repeatsRandomDraws(hooks.device())) {
+            logger.info(
+                    "djl-amp does not check the first replay against an eager step: {}, which"
+                            + " differ between a replay and an eager step where the graphs cannot"
+                            + " put the random-number generator back",
+                    random);
+            return false;
         }
-        return why == null && hooks.graphs().replaysTheStep();
+        return hooks.graphs().replaysTheStep();
     }
 
     /** The eager step's outputs, and how the replay differed from it (null: it did not). */
@@ -56,10 +66,18 @@ final class FirstReplayCheck {
     static Outcome run(
             CaptureHooks hooks, NDManager manager, StepGraph graph, Supplier<NDList> eager) {
         FirstReplayCheck check = new FirstReplayCheck(hooks);
+        StepGraphs graphs = hooks.graphs();
+        StepGraphs.RandomPosition random =
+                graphs.repeatsRandomDraws(hooks.device())
+                        ? graphs.saveRandomPosition(hooks.device())
+                        : null;
         try (NDManager scope = manager.newSubManager()) {
             check.before(scope);
             graph.replay();
             check.replayed(scope);
+            if (random != null) {
+                random.restore(); // the eager step draws what the replay drew
+            }
             NDList outputs = eager.get();
             return new Outcome(outputs, check.mismatch(scope));
         }

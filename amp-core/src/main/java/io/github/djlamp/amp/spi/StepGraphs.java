@@ -61,6 +61,38 @@ public interface StepGraphs {
     }
 
     /**
+     * Returns whether {@link #saveRandomPosition} can put {@code device}'s default random-number
+     * generator back, so that a replay and an eager step from the same position draw the same
+     * numbers (dropout's masks): a replay draws from where the generator stands and moves it on by
+     * what the step draws, as the eager step does.
+     *
+     * @param device the trainer's device
+     * @return whether steps with random draws can be compared
+     */
+    default boolean repeatsRandomDraws(Device device) {
+        return false;
+    }
+
+    /**
+     * Saves where {@code device}'s default random-number generator stands, between steps.
+     *
+     * @param device the trainer's device
+     * @return what puts it back there
+     * @throws UnsupportedOperationException where {@link #repeatsRandomDraws(Device)} is false
+     */
+    default RandomPosition saveRandomPosition(Device device) {
+        throw new UnsupportedOperationException(
+                "these graphs cannot save the random-number generator's position on " + device);
+    }
+
+    /** A saved position of a device's random-number generator. */
+    @FunctionalInterface
+    interface RandomPosition {
+        /** Puts the generator back where it stood when saved. */
+        void restore();
+    }
+
+    /**
      * Makes the calling thread's work on {@code device} run on a stream of its own, where captures
      * can take place; the steps before the capture (warm-up) must run there too.
      *

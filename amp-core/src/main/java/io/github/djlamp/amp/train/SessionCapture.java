@@ -144,11 +144,9 @@ final class SessionCapture implements CaptureHooks {
     }
 
     @Override
-    public String uncheckableReplay() {
+    public String randomDraws() {
         String random = RandomBlocks.find(session.getBlock());
-        return random == null
-                ? null
-                : random + " draws random numbers, which differ between a replay and an eager step";
+        return random == null ? null : random + " draws random numbers";
     }
 
     @Override

@@ -105,6 +105,27 @@ class CapturedStepTest {
     }
 
     /**
+     * A step with dropout is checked too where the graphs put the random-number generator back
+     * between the replay and the eager step (libtorch's CUDA generator offset): both draw the same
+     * masks and the replay stands. Where the generator is not put back, the two draw different
+     * masks and the check ends capturing, which shows that it compared them.
+     */
+    @ParameterizedTest
+    @CsvSource({"mixed_bfloat16, adam", "float32, sgd"})
+    void aStepWithDropoutIsCheckedWhereTheGraphsRepeatItsDraws(String policy, String optimizer) {
+        Setup setup = Setup.of(policy, optimizer).withDropout();
+        StandInStepGraphs.RepeatingDraws repeating = new StandInStepGraphs.RepeatingDraws(true);
+        Run checked = train(setup.on(repeating));
+        assertEquals(CapturedStep.State.REPLAYING, checked.state, checked.refusal);
+        assertEquals(STEPS - WARM_UP - 1, repeating.replays);
+        Run notPutBack = train(setup.on(new StandInStepGraphs.RepeatingDraws(false)));
+        assertEquals(CapturedStep.State.EAGER, notPutBack.state);
+        assertTrue(
+                notPutBack.refusal.contains("its first replay is not the step"),
+                notPutBack.refusal);
+    }
+
+    /**
      * A replay runs none of the step's Java code: the scaler's step count and its host reads every
      * {@code hostSyncInterval} steps must still follow the steps, as an eager run's do.
      */

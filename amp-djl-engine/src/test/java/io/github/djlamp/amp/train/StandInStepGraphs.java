@@ -1,6 +1,7 @@
 package io.github.djlamp.amp.train;
 
 import ai.djl.Device;
+import ai.djl.engine.Engine;
 import io.github.djlamp.amp.pytorch.PtAmpBackend;
 import io.github.djlamp.amp.spi.AmpBackends;
 import io.github.djlamp.amp.spi.StepGraph;
@@ -59,6 +60,48 @@ abstract class StandInStepGraphs implements StepGraphs {
         @Override
         public StepGraph capture(Device device, Runnable region) {
             captures++;
+            region.run();
+            return graph(
+                    () -> {
+                        replays++;
+                        region.run();
+                    });
+        }
+    }
+
+    /**
+     * {@link Rerun} whose random-number position can be saved and put back, as libtorch's CUDA
+     * generator's offset can: here by seeding the CPU's generator afresh at each save and again at
+     * each restore. With {@code restores} false the restore does nothing (a generator not put
+     * back).
+     */
+    static final class RepeatingDraws extends StandInStepGraphs {
+        private final boolean restores;
+        private int seed = 1000;
+        int replays;
+
+        RepeatingDraws(boolean restores) {
+            this.restores = restores;
+        }
+
+        @Override
+        public boolean repeatsRandomDraws(Device device) {
+            return true;
+        }
+
+        @Override
+        public RandomPosition saveRandomPosition(Device device) {
+            int position = seed++;
+            Engine.getInstance().setRandomSeed(position);
+            return () -> {
+                if (restores) {
+                    Engine.getInstance().setRandomSeed(position);
+                }
+            };
+        }
+
+        @Override
+        public StepGraph capture(Device device, Runnable region) {
             region.run();
             return graph(
                     () -> {

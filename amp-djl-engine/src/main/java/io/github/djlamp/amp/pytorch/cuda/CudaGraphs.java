@@ -15,6 +15,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.stream.Stream;
 
@@ -57,16 +58,29 @@ public final class CudaGraphs {
     private final NativeLibrary c10Cuda;
     private final NativeLibrary cudart;
     private final Map<Integer, Pointer> defaultStreamEvents = new ConcurrentHashMap<>();
+    private final Optional<CudaGeneratorOffset> generatorOffset;
 
     private CudaGraphs(
             CudaGraphSymbols symbols,
             NativeLibrary torchCuda,
             NativeLibrary c10Cuda,
-            NativeLibrary cudart) {
+            NativeLibrary cudart,
+            Optional<CudaGeneratorOffset> generatorOffset) {
         this.symbols = symbols;
         this.torchCuda = torchCuda;
         this.c10Cuda = c10Cuda;
         this.cudart = cudart;
+        this.generatorOffset = generatorOffset;
+    }
+
+    /**
+     * Returns the offset of libtorch's default CUDA generators, where this libtorch defines its
+     * entry points.
+     *
+     * @return the binding, or empty
+     */
+    public Optional<CudaGeneratorOffset> generatorOffset() {
+        return generatorOffset;
     }
 
     /**
@@ -129,11 +143,12 @@ public final class CudaGraphs {
      */
     static Object bind(Path torchCuda, Path c10Cuda, Path cudart) {
         CudaGraphSymbols.Choice choice;
+        Set<String> torchCudaSymbols;
         try {
+            torchCudaSymbols = SharedLibrarySymbols.definedIn(torchCuda);
             choice =
                     CudaGraphSymbols.choose(
-                            SharedLibrarySymbols.definedIn(torchCuda),
-                            SharedLibrarySymbols.definedIn(c10Cuda));
+                            torchCudaSymbols, SharedLibrarySymbols.definedIn(c10Cuda));
         } catch (IOException e) {
             return "libtorch's symbols cannot be read: " + e.getMessage();
         }
@@ -141,11 +156,13 @@ public final class CudaGraphs {
             return ((CudaGraphSymbols.Refused) choice).why();
         }
         // DJL's engine loaded them already: JNA gets the same handles
+        NativeLibrary torchCudaLibrary = NativeLibrary.getInstance(torchCuda.toString());
         return new CudaGraphs(
                 ((CudaGraphSymbols.Found) choice).symbols(),
-                NativeLibrary.getInstance(torchCuda.toString()),
+                torchCudaLibrary,
                 NativeLibrary.getInstance(c10Cuda.toString()),
-                NativeLibrary.getInstance(cudart.toString()));
+                NativeLibrary.getInstance(cudart.toString()),
+                CudaGeneratorOffset.in(torchCudaLibrary, torchCudaSymbols));
     }
 
     /** The CUDA runtime libtorch_cuda brought into this process, from the process's mappings. */

@@ -29,6 +29,24 @@ public final class CudaStepGraphs implements StepGraphs {
         return CudaGraphs.whyUnavailable().orElse(null);
     }
 
+    /** {@inheritDoc} Where this libtorch defines its default generators' offset members. */
+    @Override
+    public boolean repeatsRandomDraws(Device device) {
+        return whyNot(device) == null && CudaGraphs.get().generatorOffset().isPresent();
+    }
+
+    /** {@inheritDoc} The Philox offset of the device's default CUDA generator. */
+    @Override
+    public RandomPosition saveRandomPosition(Device device) {
+        if (!repeatsRandomDraws(device)) {
+            return StepGraphs.super.saveRandomPosition(device);
+        }
+        CudaGeneratorOffset generator = CudaGraphs.get().generatorOffset().orElseThrow();
+        int index = device.getDeviceId();
+        long offset = generator.get(index);
+        return () -> generator.set(index, offset);
+    }
+
     @Override
     public void enter(Device device) {
         if (entered.get() != null) {

@@ -77,6 +77,32 @@ class CudaGraphAbiTest {
                 record(library));
     }
 
+    /**
+     * The default generator's offset is read and set through the generator libtorch returns by
+     * reference (its first word the implementation), on the device asked for; an offset that
+     * libtorch's {@code set_offset} would throw for is refused before any call.
+     */
+    @Test
+    void theGeneratorOffsetIsReadAndPutBack(@TempDir Path dir) throws Exception {
+        Path library = compile(dir, "libstand_generator.so");
+        if (library == null) {
+            return;
+        }
+        CudaGeneratorOffset generator = bind(library).generatorOffset().orElseThrow();
+        NativeLibrary stand = NativeLibrary.getInstance(library.toString());
+        long saved = generator.get(0);
+        assertEquals(8, saved);
+        stand.getFunction("stand_in_draw").invokeVoid(new Object[] {40L});
+        assertEquals(48, generator.get(0));
+        generator.set(0, saved);
+        assertEquals(8, stand.getFunction("stand_in_offset").invokeLong(new Object[0]));
+        assertThrows(AmpException.class, () -> generator.set(0, 10));
+        assertEquals(
+                "generator(0) offset(6161) generator(0) offset(6161) generator(0)"
+                        + " set_offset(6161,8)",
+                record(library));
+    }
+
     @Test
     void pyTorch27sSignatures(@TempDir Path dir) throws Exception {
         Path library = compile(dir, "libstand_old.so", "-DOLD_SIGNATURES");
