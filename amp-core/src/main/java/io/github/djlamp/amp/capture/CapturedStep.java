@@ -333,6 +333,8 @@ public final class CapturedStep implements AutoCloseable {
         hooks.afterStep();
         if (checked.mismatch() != null) {
             stopCapturing("its first replay is not the step (" + checked.mismatch() + ")", null);
+        } else if (checked.unchecked() != null) {
+            stopCapturing(checked.unchecked(), null);
         }
         return checked.outputs();
     }

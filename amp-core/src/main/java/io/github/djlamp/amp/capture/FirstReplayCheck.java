@@ -1,5 +1,6 @@
 package io.github.djlamp.amp.capture;
 
+import ai.djl.engine.EngineException;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDArrays;
 import ai.djl.ndarray.NDList;
@@ -23,9 +24,14 @@ import org.slf4j.LoggerFactory;
  * step unchecked.
  *
  * <p>The comparison allows what nondeterministic kernels (atomic additions in some backward passes)
- * leave between two eager runs: a difference of at most a thousandth of the step's own change to
- * the array, plus a millionth of its largest value. A replay that skipped the update, read an old
+ * leave between two runs: a difference of at most a thousandth of the replay's own change to the
+ * array, plus a millionth of its largest value. A replay that skipped the update, read an old
  * batch, an old rate or an array replaced since the capture differs by the whole step.
+ *
+ * <p>It holds one copy of the step's state: the state before the replay is copied, and after the
+ * replay each array's content and that copy trade places, one array at a time. Where even that
+ * cannot be allocated (a model that fills the device), the step runs eagerly from the state as it
+ * was, and capturing ends, said in the outcome.
  */
 final class FirstReplayCheck {
 
@@ -36,8 +42,9 @@ final class FirstReplayCheck {
 
     private final CaptureHooks hooks;
     private final List<NDArray> arrays = new ArrayList<>();
-    private NDList before;
-    private NDList replayed;
+    private final List<NDArray> replaySteps = new ArrayList<>();
+    private NDList kept; // the state before the replay, then the replay's results
+    private int traded; // arrays whose content and copy traded places
 
     /**
      * Whether the first replay is checked: graphs whose replays compute the step, and a step whose
@@ -56,8 +63,11 @@ final class FirstReplayCheck {
         return hooks.graphs().replaysTheStep();
     }
 
-    /** The eager step's outputs, and how the replay differed from it (null: it did not). */
-    record Outcome(NDList outputs, String mismatch) {}
+    /**
+     * The eager step's outputs, and how the replay differed from it (null: it did not), or why it
+     * could not be compared (null: it was).
+     */
+    record Outcome(NDList outputs, String mismatch, String unchecked) {}
 
     /**
      * Replays {@code graph}, puts the state back, runs {@code eager} on the same batch and
@@ -72,15 +82,34 @@ final class FirstReplayCheck {
                         ? graphs.saveRandomPosition(hooks.device())
                         : null;
         try (NDManager scope = manager.newSubManager()) {
-            check.before(scope);
+            try {
+                check.keepState(scope);
+            } catch (EngineException e) {
+                return new Outcome(eager.get(), null, cannotCopy(e));
+            }
             graph.replay();
-            check.replayed(scope);
+            try {
+                check.tradePlaces(scope);
+            } catch (EngineException e) {
+                check.putBackWhatWasNotTraded();
+                if (random != null) {
+                    random.restore();
+                }
+                return new Outcome(eager.get(), null, cannotCopy(e));
+            }
             if (random != null) {
                 random.restore(); // the eager step draws what the replay drew
             }
             NDList outputs = eager.get();
-            return new Outcome(outputs, check.mismatch(scope));
+            return new Outcome(outputs, check.mismatch(scope), null);
         }
+    }
+
+    private static String cannotCopy(EngineException e) {
+        return "its first replay could not be checked: the device could not hold a copy of the"
+                + " step's state ("
+                + e.getMessage()
+                + ")";
     }
 
     private FirstReplayCheck(CaptureHooks hooks) {
@@ -88,15 +117,47 @@ final class FirstReplayCheck {
         hooks.checkedArrays(arrays);
     }
 
-    /** Keeps copies of the state before the step, under {@code scope}. */
-    private void before(NDManager scope) {
-        before = copies(scope);
+    /** Keeps a copy of the state before the step, under {@code scope}. */
+    private void keepState(NDManager scope) {
+        kept = new NDList(arrays.size());
+        for (NDArray array : arrays) {
+            NDArray copy = array.duplicate();
+            copy.attach(scope);
+            kept.add(copy);
+        }
     }
 
-    /** After the replay: keeps its results, and puts the state back as it was before it. */
-    private void replayed(NDManager scope) {
-        replayed = copies(scope);
-        hooks.copy(new NDList(arrays), before);
+    /**
+     * After the replay, array by array: how far the replay moved it (a device value), then the
+     * state before the replay back in the array and the replay's result in the copy.
+     */
+    private void tradePlaces(NDManager scope) {
+        for (int i = 0; i < arrays.size(); i++) {
+            NDArray array = arrays.get(i);
+            NDArray before = kept.get(i);
+            try (NDManager each = scope.newSubManager()) {
+                NDArray replayed = array.duplicate();
+                replayed.attach(each);
+                NDArray moved = inFloat64(replayed, each);
+                NDArray start = inFloat64(before, each);
+                NDArray step =
+                        largest(moved.sub(start).abs(), finite(moved).logicalAnd(finite(start)));
+                step.attach(scope);
+                replaySteps.add(step);
+                hooks.copy(new NDList(array, before), new NDList(before, replayed));
+            }
+            traded++;
+        }
+    }
+
+    /**
+     * After a failed trade: the arrays not yet traded hold the replay's result; the state goes
+     * back.
+     */
+    private void putBackWhatWasNotTraded() {
+        for (int i = traded; i < arrays.size(); i++) {
+            hooks.copy(new NDList(arrays.get(i)), new NDList(kept.get(i)));
+        }
     }
 
     /**
@@ -120,17 +181,15 @@ final class FirstReplayCheck {
     /** One array compared, all it computes under {@code each}. */
     private String mismatch(int i, NDManager each) {
         NDArray eager = inFloat64(arrays.get(i), each);
-        NDArray replay = inFloat64(replayed.get(i), each);
-        NDArray start = inFloat64(before.get(i), each);
+        NDArray replay = inFloat64(kept.get(i), each);
         NDArray bothNaN = eager.isNaN().logicalAnd(replay.isNaN());
         NDArray differs = eager.neq(replay).logicalAnd(bothNaN.logicalNot());
         if (!differs.any().getBoolean()) {
             return null;
         }
-        NDArray finite = finite(eager).logicalAnd(finite(start));
-        double difference = largest(eager.sub(replay).abs(), differs);
-        double step = largest(eager.sub(start).abs(), finite);
-        double value = largest(eager.abs(), finite);
+        double difference = largest(eager.sub(replay).abs(), differs).getDouble();
+        double step = replaySteps.get(i).getDouble();
+        double value = largest(eager.abs(), finite(eager)).getDouble();
         if (!Double.isNaN(difference) && difference <= OF_THE_STEP * step + OF_THE_VALUE * value) {
             return null;
         }
@@ -142,7 +201,7 @@ final class FirstReplayCheck {
                 + arrays.get(i).getShape()
                 + ": the replay differs from the eager step by up to "
                 + difference
-                + " where the step itself moved it by up to "
+                + " where the replay itself moved it by up to "
                 + step;
     }
 
@@ -152,23 +211,13 @@ final class FirstReplayCheck {
         return copy;
     }
 
-    private NDList copies(NDManager scope) {
-        NDList copies = new NDList(arrays.size());
-        for (NDArray array : arrays) {
-            NDArray copy = array.duplicate();
-            copy.attach(scope);
-            copies.add(copy);
-        }
-        return copies;
-    }
-
     private static NDArray finite(NDArray values) {
         return values.isInfinite().logicalOr(values.isNaN()).logicalNot();
     }
 
     /** The largest of {@code values} where {@code mask} holds (NaN propagates); 0 elsewhere. */
-    private static double largest(NDArray values, NDArray mask) {
+    private static NDArray largest(NDArray values, NDArray mask) {
         NDArray kept = NDArrays.where(mask, values, values.zerosLike());
-        return kept.size() == 0 ? 0 : kept.max().getDouble();
+        return kept.size() == 0 ? values.getManager().create(0d) : kept.max();
     }
 }
