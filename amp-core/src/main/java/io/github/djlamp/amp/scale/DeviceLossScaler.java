@@ -8,6 +8,7 @@ import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.DynamicScaleSettings;
+import java.util.List;
 
 /**
  * A loss scaler whose whole state stays on the device, for optimizer steps that skip on the device:
@@ -86,6 +87,13 @@ final class DeviceLossScaler implements LossScaler {
     @Override
     public NDArray getFoundInfArray() {
         return foundInf;
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public void deviceStateArrays(List<? super NDArray> into) {
+        into.add(foundInf);
+        device.arrays(into);
     }
 
     /** {@inheritDoc} */

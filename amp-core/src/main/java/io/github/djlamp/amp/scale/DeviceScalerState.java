@@ -10,6 +10,7 @@ import ai.djl.ndarray.types.Shape;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.DeviceScaleState;
 import io.github.djlamp.amp.spi.DynamicScaleSettings;
+import java.util.List;
 
 /**
  * The arrays of a loss scaler whose state stays on the device: the scale state the device updates
@@ -66,6 +67,18 @@ final class DeviceScalerState implements AutoCloseable {
         collapses = manager.zeros(new Shape(1), DataType.FLOAT32);
         overflowRun = manager.zeros(new Shape(1), DataType.FLOAT32);
         overflowRunPeak = manager.zeros(new Shape(1), DataType.FLOAT32);
+    }
+
+    /** Every array of the state, the scale's view left out (its storage is the state's). */
+    void arrays(List<? super NDArray> into) {
+        into.add(state.getScale());
+        into.add(state.getGrowthTracker());
+        into.add(state.getOverflowsSinceChange());
+        into.add(state.getSkippedSteps());
+        into.add(state.getCollapsed());
+        into.add(collapses);
+        into.add(overflowRun);
+        into.add(overflowRunPeak);
     }
 
     /** The scale, 0-dimensional FP32. */

@@ -7,6 +7,7 @@ import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import io.github.djlamp.amp.spi.AmpBackend;
+import java.util.List;
 
 /**
  * A loss scaler that reads each step's verdict on the host (one read per step): the scale and
@@ -60,6 +61,12 @@ final class HostLossScaler implements LossScaler {
     @Override
     public NDArray getFoundInfArray() {
         return foundInf;
+    }
+
+    /** {@inheritDoc} The state is on the host: only the flag. */
+    @Override
+    public void deviceStateArrays(List<? super NDArray> into) {
+        into.add(foundInf);
     }
 
     /** {@inheritDoc} */

@@ -5,6 +5,7 @@ import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDManager;
 import io.github.djlamp.amp.exception.AmpException;
 import io.github.djlamp.amp.spi.AmpBackend;
+import java.util.List;
 
 /**
  * The loss scaling state machine of one trainer, run on PyTorch's own GradScaler kernels.
@@ -122,6 +123,16 @@ public interface LossScaler extends AutoCloseable {
      * @return the found-inf flag on the scaler's device
      */
     NDArray getFoundInfArray();
+
+    /**
+     * Lists every array a step updates on the device: the found-inf flag, and where the state is on
+     * the device the scale, its growth and backoff counts, the skipped steps and what the host
+     * reads of collapses and overflow runs. A captured step's check compares them and its graph
+     * holds them.
+     *
+     * @param into the list to add them to, in an order that does not change while they do not
+     */
+    void deviceStateArrays(List<? super NDArray> into);
 
     /**
      * Returns the clean steps counted towards the next growth. Reads the device as {@link

@@ -129,11 +129,7 @@ final class SessionCapture implements CaptureHooks {
 
     /** The scaler's state, and the fused optimizer's counts and buffers. */
     private void stepState(List<? super NDArray> into) {
-        LossScaler scaler = attached.scaler();
-        into.add(scaler.getFoundInfArray());
-        if (scaler.isStateOnDevice()) {
-            into.add(scaler.getScaleArray());
-        }
+        attached.scaler().deviceStateArrays(into);
         FusedUpdate fused = fusedUpdate();
         if (fused != null) {
             fused.counter().arrays(into);

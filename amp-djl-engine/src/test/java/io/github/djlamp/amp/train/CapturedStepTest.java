@@ -387,6 +387,8 @@ class CapturedStepTest {
     }
 
     private static void assertSameStates(Run eager, Run captured) {
+        assertEquals(eager.growthTracker, captured.growthTracker, "the scaler's growth tracker");
+        assertEquals(eager.skipped, captured.skipped, "the scaler's skipped steps");
         assertEquals(eager.states.size(), captured.states.size());
         for (int step = 0; step < eager.states.size(); step++) {
             List<float[]> expected = eager.states.get(step);
@@ -529,7 +531,9 @@ class CapturedStepTest {
             String refusal,
             long replays,
             long scalerSteps,
-            long hostReads) {}
+            long hostReads,
+            int growthTracker,
+            long skipped) {}
 
     /**
      * A run's training: a {@code reading} body reads a gradient's norm on the host before the step.
@@ -674,7 +678,9 @@ class CapturedStepTest {
                             step == null ? null : step.getRefusal(),
                             step == null ? 0 : step.getReplays(),
                             amp.getScaler().getSteps(),
-                            amp.getScaler().getHostReads());
+                            amp.getScaler().getHostReads(),
+                            amp.getScaler().getGrowthTracker(),
+                            amp.getScaler().getSkippedSteps());
                 } finally {
                     if (step != null) {
                         step.close();
