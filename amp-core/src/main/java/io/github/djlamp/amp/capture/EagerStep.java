@@ -28,13 +28,15 @@ final class EagerStep {
 
     /**
      * The step on the static arrays: what it makes from them is freed after it (their manager,
-     * {@code manager}, would keep it), what it returns goes to {@code keep}.
+     * {@code manager}, would keep it), what it returns goes to {@code keep}. The body gets lists of
+     * its own: a forward may append to its labels (DJL's {@code EncoderDecoder} appends its
+     * encoder's states), which must not grow the static list.
      */
     NDList onStatics(StaticBatch statics, NDManager manager, NDManager keep) {
         try (NDManager step = manager.newSubManager()) {
             statics.data().tempAttach(step);
             statics.labels().tempAttach(step);
-            NDList result = run(statics.data(), statics.labels());
+            NDList result = run(new NDList(statics.data()), new NDList(statics.labels()));
             result.attach(keep);
             return result;
         }

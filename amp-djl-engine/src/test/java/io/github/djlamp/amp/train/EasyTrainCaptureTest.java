@@ -7,12 +7,17 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import ai.djl.Model;
 import ai.djl.engine.Engine;
 import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.index.NDIndex;
+import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
+import ai.djl.nn.AbstractBlock;
+import ai.djl.nn.Block;
 import ai.djl.nn.Parameter;
 import ai.djl.training.DefaultTrainingConfig;
 import ai.djl.training.EasyTrain;
+import ai.djl.training.ParameterStore;
 import ai.djl.training.Trainer;
 import ai.djl.training.TrainingResult;
 import ai.djl.training.dataset.ArrayDataset;
@@ -27,6 +32,7 @@ import ai.djl.training.optimizer.Optimizer;
 import ai.djl.training.tracker.Tracker;
 import ai.djl.translate.TranslateException;
 import ai.djl.util.Pair;
+import ai.djl.util.PairList;
 import io.github.djlamp.amp.Amp;
 import io.github.djlamp.amp.AmpOptions;
 import io.github.djlamp.amp.FusedOptimizer;
@@ -88,6 +94,21 @@ class EasyTrainCaptureTest {
     }
 
     /**
+     * DJL's {@code EncoderDecoder} appends its encoder's states to the labels in its training
+     * forward (DJL's TrainSeq2Seq): a captured step must hand its forward a list of its own each
+     * step, not the static one, which would grow by a state a step and no longer fit the batch.
+     */
+    @Test
+    void aForwardThatAppendsToTheLabelsTrainsCapturedAsUncaptured() throws Exception {
+        Outcome plain =
+                withCaptureOff(() -> train("mixed_bfloat16", Loop.FIT, null, false, NONE, true));
+        StandInStepGraphs.Rerun graphs = new StandInStepGraphs.Rerun();
+        Outcome captured = train("mixed_bfloat16", Loop.FIT, graphs, false, NONE, true);
+        assertEquals(1, graphs.captures);
+        assertSameTraining("labels appended to", plain, captured, graphs.replays);
+    }
+
+    /**
      * A loop of the user's may step when it likes (after several batches, say): a batch there runs
      * as DJL runs it, graphs or not.
      */
@@ -119,7 +140,7 @@ class EasyTrainCaptureTest {
                     }
                 };
         StandInStepGraphs.Rerun graphs = new StandInStepGraphs.Rerun();
-        Outcome refused = train("mixed_bfloat16", Loop.FIT, graphs, false, gradientNorms);
+        Outcome refused = train("mixed_bfloat16", Loop.FIT, graphs, false, gradientNorms, false);
         assertEquals(0, graphs.captures);
         assertTrue(refused.refusal.contains("acts in onTrainingBatch"), refused.refusal);
         assertTrue(refused.refusal.contains(gradientNorms.getClass().getName()), refused.refusal);
@@ -132,7 +153,7 @@ class EasyTrainCaptureTest {
                     }
                 };
         StandInStepGraphs.Rerun epochGraphs = new StandInStepGraphs.Rerun();
-        train("mixed_bfloat16", Loop.FIT, epochGraphs, false, atEpochs);
+        train("mixed_bfloat16", Loop.FIT, epochGraphs, false, atEpochs, false);
         assertEquals(1, epochGraphs.captures);
     }
 
@@ -219,7 +240,7 @@ class EasyTrainCaptureTest {
     private static Outcome train(
             String policy, Loop loop, StandInStepGraphs graphs, boolean nanBatch)
             throws IOException, TranslateException {
-        return train(policy, loop, graphs, nanBatch, new TrainingListenerAdapter() {});
+        return train(policy, loop, graphs, nanBatch, NONE, false);
     }
 
     private static Outcome train(
@@ -227,7 +248,8 @@ class EasyTrainCaptureTest {
             Loop loop,
             StandInStepGraphs graphs,
             boolean nanBatch,
-            TrainingListener extra)
+            TrainingListener extra,
+            boolean appendsToLabels)
             throws IOException, TranslateException {
         Engine.getInstance().setRandomSeed(5);
         try (NDManager data = NDManager.newBaseManager();
@@ -244,10 +266,14 @@ class EasyTrainCaptureTest {
                             .optLabels(labels)
                             .setSampling(BATCH, false)
                             .build();
-            MixedPrecisionBlock block = Amp.wrap(CapturedStepTest.network(false), policy);
+            Block network =
+                    appendsToLabels
+                            ? new AppendsToLabels(CapturedStepTest.network(false))
+                            : CapturedStepTest.network(false);
+            MixedPrecisionBlock block = Amp.wrap(network, policy);
             model.setBlock(block);
             DefaultTrainingConfig config =
-                    new DefaultTrainingConfig(Loss.softmaxCrossEntropyLoss())
+                    new DefaultTrainingConfig(new FirstLabelLoss())
                             .optOptimizer(
                                     Optimizer.sgd()
                                             .setLearningRateTracker(Tracker.fixed(0.1f))
@@ -290,6 +316,62 @@ class EasyTrainCaptureTest {
                         step == null ? 0 : step.getReplays(),
                         session.easyTrainRefusal());
             }
+        }
+    }
+
+    private static final TrainingListener NONE = new TrainingListenerAdapter() {};
+
+    /** DJL's softmax cross-entropy on the first label: the others are what a forward appended. */
+    private static final class FirstLabelLoss extends Loss {
+        private final Loss inner = Loss.softmaxCrossEntropyLoss();
+
+        FirstLabelLoss() {
+            super("SoftmaxCrossEntropyLoss");
+        }
+
+        @Override
+        public NDArray evaluate(NDList labels, NDList predictions) {
+            return inner.evaluate(new NDList(labels.head()), predictions);
+        }
+    }
+
+    /**
+     * A block whose training forward appends to its labels what DJL's {@code EncoderDecoder}
+     * appends there (its encoder's states): here the row sums of its output.
+     */
+    private static final class AppendsToLabels extends AbstractBlock {
+        private final Block inner;
+
+        AppendsToLabels(Block inner) {
+            this.inner = addChildBlock("inner", inner);
+        }
+
+        @Override
+        protected NDList forwardInternal(
+                ParameterStore store,
+                NDList inputs,
+                boolean training,
+                PairList<String, Object> params) {
+            return inner.forward(store, inputs, training, params);
+        }
+
+        @Override
+        protected NDList forwardInternal(
+                ParameterStore store, NDList data, NDList labels, PairList<String, Object> params) {
+            NDList out = inner.forward(store, data, true, params);
+            labels.add(out.head().sum(new int[] {1}));
+            return out;
+        }
+
+        @Override
+        protected void initializeChildBlocks(
+                NDManager manager, DataType dataType, Shape... inputShapes) {
+            inner.initialize(manager, dataType, inputShapes);
+        }
+
+        @Override
+        public Shape[] getOutputShapes(Shape[] inputShapes) {
+            return inner.getOutputShapes(inputShapes);
         }
     }
 }
