@@ -70,14 +70,22 @@ public interface CaptureHooks {
     void checkedArrays(List<NDArray> into);
 
     /**
-     * Returns the block whose random draws (dropout's) make a step's outcome depend on where the
-     * device's random-number generator stands, in words, or null: a replay is compared with an
-     * eager step of such a step only where the graphs put the generator back between the two
-     * ({@link StepGraphs#repeatsRandomDraws}).
+     * Where a step draws random numbers (dropout) and whether only from the device's default
+     * generator, which graphs may put back ({@link StepGraphs#repeatsRandomDraws}).
      *
-     * @return the block, or null
+     * @param where the block, in words (for example {@code "02Dropout draws random numbers"})
+     * @param fromDefaultGenerator whether every draw comes from the default generator
      */
-    String randomDraws();
+    record RandomDraws(String where, boolean fromDefaultGenerator) {}
+
+    /**
+     * Returns where the step draws random numbers, or null: a replay is compared with an eager step
+     * of such a step only where every draw comes from the default generator and the graphs put it
+     * back between the two.
+     *
+     * @return the draws, or null
+     */
+    RandomDraws randomDraws();
 
     /** Before the first step: host reads of device state move out of the step, between steps. */
     void begin();

@@ -51,13 +51,15 @@ final class FirstReplayCheck {
      * random draws, if it has any, the graphs can repeat (said once where they cannot).
      */
     static boolean wanted(CaptureHooks hooks) {
-        String random = hooks.randomDraws();
-        if (random != null && !hooks.graphs().repeatsRandomDraws(hooks.device())) {
+        CaptureHooks.RandomDraws random = hooks.randomDraws();
+        if (random != null
+                && !(random.fromDefaultGenerator()
+                        && hooks.graphs().repeatsRandomDraws(hooks.device()))) {
             logger.info(
                     "djl-amp does not check the first replay against an eager step: {}, which"
                             + " differ between a replay and an eager step where the graphs cannot"
-                            + " put the random-number generator back",
-                    random);
+                            + " put the random state back",
+                    random.where());
             return false;
         }
         return hooks.graphs().replaysTheStep();

@@ -8,6 +8,7 @@ import ai.djl.nn.ParallelBlock;
 import ai.djl.nn.norm.BatchNorm;
 import ai.djl.nn.norm.Dropout;
 import ai.djl.nn.norm.LayerNorm;
+import ai.djl.nn.recurrent.RecurrentBlock;
 import ai.djl.nn.transformer.ScaledDotProductAttentionBlock;
 import ai.djl.nn.transformer.TransformerEncoderBlock;
 import ai.djl.training.Trainer;
@@ -54,6 +55,8 @@ public final class DjlSeam {
                     new FieldSpec(ParallelBlock.class, "function", Function.class),
                     new FieldSpec(LambdaBlock.class, "lambda", Function.class),
                     new FieldSpec(Dropout.class, "rate", float.class),
+                    new FieldSpec(RecurrentBlock.class, "dropRate", float.class),
+                    new FieldSpec(RecurrentBlock.class, "numLayers", int.class),
                     new FieldSpec(BatchNorm.class, "axis", int.class),
                     new FieldSpec(BatchNorm.class, "epsilon", float.class),
                     new FieldSpec(BatchNorm.class, "momentum", float.class),

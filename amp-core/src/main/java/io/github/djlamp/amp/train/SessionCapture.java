@@ -140,9 +140,8 @@ final class SessionCapture implements CaptureHooks {
     }
 
     @Override
-    public String randomDraws() {
-        String random = RandomBlocks.find(session.getBlock());
-        return random == null ? null : random + " draws random numbers";
+    public RandomDraws randomDraws() {
+        return RandomBlocks.find(session.getBlock());
     }
 
     @Override

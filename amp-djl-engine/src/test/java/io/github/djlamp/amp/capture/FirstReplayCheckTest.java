@@ -164,7 +164,7 @@ class FirstReplayCheckTest {
         }
 
         @Override
-        public String randomDraws() {
+        public RandomDraws randomDraws() {
             return null;
         }
 

@@ -79,6 +79,7 @@ abstract class StandInStepGraphs implements StepGraphs {
         private final boolean restores;
         private int seed = 1000;
         int replays;
+        int saves;
 
         RepeatingDraws(boolean restores) {
             this.restores = restores;
@@ -91,6 +92,7 @@ abstract class StandInStepGraphs implements StepGraphs {
 
         @Override
         public RandomPosition saveRandomPosition(Device device) {
+            saves++;
             int position = seed++;
             Engine.getInstance().setRandomSeed(position);
             return () -> {
