@@ -56,9 +56,9 @@ final class FirstReplayCheck {
                 && !(random.fromDefaultGenerator()
                         && hooks.graphs().repeatsRandomDraws(hooks.device()))) {
             logger.info(
-                    "djl-amp does not check the first replay against an eager step: {}, which"
-                            + " differ between a replay and an eager step where the graphs cannot"
-                            + " put the random state back",
+                    "djl-amp does not check the first replay against an eager step: {}, and"
+                            + " the graphs cannot put that random state back between the two, so"
+                            + " their draws would differ",
                     random.where());
             return false;
         }

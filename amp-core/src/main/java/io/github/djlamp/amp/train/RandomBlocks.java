@@ -28,7 +28,7 @@ final class RandomBlocks {
         find(root, "", found);
         if (found[1] != null) {
             return new RandomDraws(
-                    found[1] + " drops out between its layers inside the engine's recurrent kernel",
+                    found[1] + " draws its dropout masks inside the engine's recurrent kernel",
                     false);
         }
         return found[0] == null ? null : new RandomDraws(found[0] + " draws random numbers", true);
