@@ -45,6 +45,7 @@ final class FirstReplayCheck {
     private final List<NDArray> replaySteps = new ArrayList<>();
     private NDList kept; // the state before the replay, then the replay's results
     private int traded; // arrays whose content and copy traded places
+    private boolean replayed;
 
     /**
      * Whether the first replay is checked: graphs whose replays compute the step, and a step whose
@@ -83,35 +84,36 @@ final class FirstReplayCheck {
                 graphs.repeatsRandomDraws(hooks.device())
                         ? graphs.saveRandomPosition(hooks.device())
                         : null;
+        String unchecked = null;
         try (NDManager scope = manager.newSubManager()) {
             try {
                 check.keepState(scope);
-            } catch (EngineException e) {
-                return new Outcome(eager.get(), null, cannotCopy(e));
-            }
-            graph.replay();
-            try {
+                check.replay(graph);
                 check.tradePlaces(scope);
             } catch (EngineException e) {
                 check.putBackWhatWasNotTraded();
+                unchecked = cannotCopy(e);
+            }
+            if (unchecked == null) {
                 if (random != null) {
-                    random.restore();
+                    random.restore(); // the eager step draws what the replay drew
                 }
-                return new Outcome(eager.get(), null, cannotCopy(e));
+                NDList outputs = eager.get();
+                return new Outcome(outputs, check.mismatch(scope), null);
             }
-            if (random != null) {
-                random.restore(); // the eager step draws what the replay drew
-            }
-            NDList outputs = eager.get();
-            return new Outcome(outputs, check.mismatch(scope), null);
         }
+        // the copies freed first: the step runs eagerly from the state as it was
+        if (random != null) {
+            random.restore();
+        }
+        return new Outcome(eager.get(), null, unchecked);
     }
 
     private static String cannotCopy(EngineException e) {
-        return "its first replay could not be checked: the device could not hold a copy of the"
-                + " step's state ("
+        return "its first replay could not be checked: the engine refused the check's copies or"
+                + " the replay ("
                 + e.getMessage()
-                + ")";
+                + "; a device too full to hold a copy of the step's state)";
     }
 
     private FirstReplayCheck(CaptureHooks hooks) {
@@ -127,6 +129,12 @@ final class FirstReplayCheck {
             copy.attach(scope);
             kept.add(copy);
         }
+    }
+
+    /** Replays the graph over the state just copied. */
+    private void replay(StepGraph graph) {
+        replayed = true; // from here the state is put back if anything fails
+        graph.replay();
     }
 
     /**
@@ -153,10 +161,13 @@ final class FirstReplayCheck {
     }
 
     /**
-     * After a failed trade: the arrays not yet traded hold the replay's result; the state goes
-     * back.
+     * After a failure: where the replay ran, the arrays not yet traded hold its result, and the
+     * state before it goes back; where the state was not yet copied, nothing ran.
      */
     private void putBackWhatWasNotTraded() {
+        if (!replayed) {
+            return;
+        }
         for (int i = traded; i < arrays.size(); i++) {
             hooks.copy(new NDList(arrays.get(i)), new NDList(kept.get(i)));
         }

@@ -62,7 +62,41 @@ class FirstReplayCheckTest {
             FirstReplayCheck.Outcome outcome = check(hooks, manager, 0.5f, 0.5f);
             assertNull(outcome.mismatch());
             assertNotNull(outcome.unchecked());
-            assertTrue(outcome.unchecked().contains("could not hold a copy"), outcome.unchecked());
+            assertTrue(outcome.unchecked().contains("could not be checked"), outcome.unchecked());
+            hooks.assertOneStepOf(0.5f);
+        }
+    }
+
+    /**
+     * A replay the engine fails halfway (it moved the state, then threw): the state goes back from
+     * the copy, and the step runs eagerly from the state as it was.
+     */
+    @Test
+    void aReplayTheEngineFailsLeavesTheStepToRunFromTheStateAsItWas() {
+        try (NDManager manager = NDManager.newBaseManager(Device.cpu(), "PyTorch")) {
+            Hooks hooks = new Hooks(manager, Integer.MAX_VALUE);
+            StepGraph failing =
+                    new StepGraph() {
+                        @Override
+                        public void replay() {
+                            hooks.move(0.5f);
+                            throw new EngineException("CUDA error (a test's replay)");
+                        }
+
+                        @Override
+                        public void close() {}
+                    };
+            FirstReplayCheck.Outcome outcome =
+                    FirstReplayCheck.run(
+                            hooks,
+                            manager,
+                            failing,
+                            () -> {
+                                hooks.move(0.5f);
+                                return new NDList();
+                            });
+            assertNotNull(outcome.unchecked());
+            assertTrue(outcome.unchecked().contains("a test's replay"), outcome.unchecked());
             hooks.assertOneStepOf(0.5f);
         }
     }
