@@ -23,6 +23,43 @@ class CudaGraphReplayTest {
 
     private static final int WARM_UP = 3;
 
+    /**
+     * What the first replay's check of a step with dropout stands on: libtorch's default CUDA
+     * generator's offset moves with each draw, and set back it draws the same mask again; a graph's
+     * replay draws from where the offset stands, as the eager call does.
+     */
+    @Test
+    void theGeneratorOffsetSetBackDrawsTheSameDropoutMask() {
+        if (Engine.getEngine("PyTorch").getGpuCount() == 0) {
+            System.out.println("CudaGraphReplayTest: DJL sees no GPU on this machine: not run");
+            return;
+        }
+        CudaGeneratorOffset offsets =
+                CudaGraphs.get()
+                        .generatorOffset()
+                        .orElseThrow(
+                                () ->
+                                        new AssertionError(
+                                                "this libtorch defines no default CUDA generator"
+                                                        + " offset members"));
+        try (NDManager manager = NDManager.newBaseManager(Device.gpu(), "PyTorch")) {
+            NDArray ones = manager.ones(new Shape(4096));
+            long start = offsets.get(0);
+            float[] first =
+                    ones.getNDArrayInternal().dropout(ones, 0.5f, true).head().toFloatArray();
+            long after = offsets.get(0);
+            assertTrue(after > start, "a draw moves the offset: " + start + " -> " + after);
+            float[] second =
+                    ones.getNDArrayInternal().dropout(ones, 0.5f, true).head().toFloatArray();
+            assertFalse(java.util.Arrays.equals(first, second), "a new draw, a new mask");
+            offsets.set(0, start);
+            float[] again =
+                    ones.getNDArrayInternal().dropout(ones, 0.5f, true).head().toFloatArray();
+            assertArrayEquals(first, again, "the offset set back draws the first mask");
+            assertTrue(offsets.get(0) == after, "and moves it as the first draw did");
+        }
+    }
+
     @Test
     void aCapturedForwardAndBackwardReplaysTheEagerValues() {
         Optional<String> why = CudaGraphs.whyUnavailable();
