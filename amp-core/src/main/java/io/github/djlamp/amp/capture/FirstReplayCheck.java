@@ -154,7 +154,10 @@ final class FirstReplayCheck {
                         largest(moved.sub(start).abs(), finite(moved).logicalAnd(finite(start)));
                 step.attach(scope);
                 replaySteps.add(step);
-                hooks.copy(new NDList(array, before), new NDList(before, replayed));
+                // two copies, in order: one fused copy of both pairs may read the copy while
+                // writing it (on CUDA a multi-tensor kernel copies its pairs at once)
+                hooks.copy(new NDList(array), new NDList(before));
+                hooks.copy(new NDList(before), new NDList(replayed));
             }
             traded++;
         }

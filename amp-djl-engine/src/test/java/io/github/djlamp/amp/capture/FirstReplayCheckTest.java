@@ -58,7 +58,7 @@ class FirstReplayCheckTest {
     @Test
     void aCheckThatCannotHoldItsCopiesRunsTheStepFromTheStateAsItWas() {
         try (NDManager manager = NDManager.newBaseManager(Device.cpu(), "PyTorch")) {
-            Hooks hooks = new Hooks(manager, 1);
+            Hooks hooks = new Hooks(manager, 2); // the second array's first copy
             FirstReplayCheck.Outcome outcome = check(hooks, manager, 0.5f, 0.5f);
             assertNull(outcome.mismatch());
             assertNotNull(outcome.unchecked());
