@@ -1,5 +1,6 @@
 package io.github.djlamp.amp.capture;
 
+import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import java.util.HashSet;
@@ -29,9 +30,9 @@ final class StaticBatch {
     boolean take(CaptureHooks hooks, NDManager manager, NDList batchData, NDList batchLabels) {
         if (signature == null) {
             signature = StepSignature.of(batchData, batchLabels);
-            NDList[] made = signature.allocate(manager);
-            data = made[0];
-            labels = made[1];
+            data = likeTheBatch(batchData, manager);
+            labels = likeTheBatch(batchLabels, manager);
+            return true;
         } else if (!signature.matches(batchData, batchLabels)) {
             StepSignature batch = StepSignature.of(batchData, batchLabels);
             if (otherShapes.add(batch)) {
@@ -46,6 +47,21 @@ final class StaticBatch {
         hooks.copy(data, batchData);
         hooks.copy(labels, batchLabels);
         return true;
+    }
+
+    /**
+     * Copies of the first batch's arrays, in their layout: DJL's image pipelines give batches that
+     * are channels-last in memory (ToTensor transposes each image), and a convolution on another
+     * layout runs other kernels, which round otherwise than the eager step's.
+     */
+    private static NDList likeTheBatch(NDList batch, NDManager manager) {
+        NDList arrays = new NDList(batch.size());
+        for (NDArray array : batch) {
+            NDArray copy = array.duplicate(); // libtorch's clone keeps the strides
+            copy.attach(manager);
+            arrays.add(copy);
+        }
+        return arrays;
     }
 
     NDList data() {

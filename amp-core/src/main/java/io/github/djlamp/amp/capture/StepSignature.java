@@ -3,7 +3,6 @@ package io.github.djlamp.amp.capture;
 import ai.djl.Device;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
-import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
 import java.util.ArrayList;
@@ -54,19 +53,6 @@ record StepSignature(List<Entry> data, List<Entry> labels) {
             }
         }
         return true;
-    }
-
-    /** Arrays of this signature's data, then of its labels, under {@code manager}. */
-    NDList[] allocate(NDManager manager) {
-        return new NDList[] {allocate(data, manager), allocate(labels, manager)};
-    }
-
-    private static NDList allocate(List<Entry> entries, NDManager manager) {
-        NDList arrays = new NDList(entries.size());
-        for (Entry entry : entries) {
-            arrays.add(manager.zeros(entry.shape(), entry.type(), entry.device()));
-        }
-        return arrays;
     }
 
     @Override

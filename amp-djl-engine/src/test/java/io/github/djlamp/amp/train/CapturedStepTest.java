@@ -72,6 +72,9 @@ class CapturedStepTest {
     /** Whether a stand-in is capturing: a reading body fails then, as under CUDA. */
     private static final ThreadLocal<Boolean> CAPTURING = ThreadLocal.withInitial(() -> false);
 
+    /** Whether batches are channels-last in memory, as DJL's image pipelines make them. */
+    private static final ThreadLocal<Boolean> CHANNELS_LAST = ThreadLocal.withInitial(() -> false);
+
     /** The block being trained, whose state a failed stand-in capture puts back. */
     private static final ThreadLocal<Block> PARAMETERS = new ThreadLocal<>();
 
@@ -86,6 +89,26 @@ class CapturedStepTest {
         assertEquals(STEPS - WARM_UP - 1, graphs.replays);
         assertEquals(STEPS - WARM_UP - 1, captured.replays);
         assertSameStates(train(setup), captured);
+    }
+
+    /**
+     * DJL's image pipelines (ToTensor transposes each HWC image) give batches that are
+     * channels-last in memory; the static arrays a graph reads keep that layout, so the
+     * convolutions of a replay are the eager steps' kernels, bitwise.
+     */
+    @ParameterizedTest
+    @CsvSource({"float32, sgd", "mixed_bfloat16, adam"})
+    void aChannelsLastBatchIsReplayedInItsOwnLayout(String policy, String optimizer) {
+        CHANNELS_LAST.set(true);
+        try {
+            Setup setup = Setup.of(policy, optimizer);
+            StandInStepGraphs.Rerun graphs = new StandInStepGraphs.Rerun();
+            Run captured = train(setup.on(graphs));
+            assertEquals(CapturedStep.State.REPLAYING, captured.state, captured.refusal);
+            assertSameStates(train(setup), captured);
+        } finally {
+            CHANNELS_LAST.set(false);
+        }
     }
 
     /**
@@ -536,6 +559,14 @@ class CapturedStepTest {
     }
 
     private static NDArray data(NDManager manager, int step, int size) {
+        if (CHANNELS_LAST.get()) {
+            // DJL's ToTensor transposes each HWC image: a batch of them is channels-last in memory
+            return manager.arange(size * 3f * 8 * 8)
+                    .reshape(size, 8, 8, 3)
+                    .div(37f + step)
+                    .sin()
+                    .transpose(0, 3, 1, 2);
+        }
         return manager.arange(size * 3f * 8 * 8).reshape(size, 3, 8, 8).div(37f + step).sin();
     }
 
