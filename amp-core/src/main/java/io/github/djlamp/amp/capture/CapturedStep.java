@@ -316,11 +316,15 @@ public final class CapturedStep implements AutoCloseable {
         captures++;
         heldState.remember(hooks);
         hooks.afterStep();
-        logger.info(
-                "djl-amp captured the training step after {} warm-up steps ({}): later batches"
-                        + " of these shapes replay it",
-                warmedUp,
-                statics.signature());
+        if (captures == 1) {
+            logger.info(
+                    "djl-amp captured the training step after {} warm-up steps ({}): later"
+                            + " batches of these shapes replay it",
+                    warmedUp,
+                    statics.signature());
+        } else {
+            logger.debug("djl-amp captured the training step again ({})", statics.signature());
+        }
         return outputs;
     }
 
@@ -339,11 +343,12 @@ public final class CapturedStep implements AutoCloseable {
         return checked.outputs();
     }
 
-    /** The session replaced arrays the graph holds (state loaded): it is captured anew. */
+    /** Arrays the graph holds were replaced (new scheduled rates, state loaded): capture anew. */
     private NDList captureAgain() {
         logger.info(
                 "djl-amp captures the training step again: arrays the graph reads were replaced"
-                        + " since it was captured (optimizer, scaler or parameter state loaded)");
+                        + " since it was captured (a learning-rate schedule's window of rates"
+                        + " refreshed, or optimizer, scaler or parameter state loaded)");
         graph.close();
         graph = null;
         outputs.close();
