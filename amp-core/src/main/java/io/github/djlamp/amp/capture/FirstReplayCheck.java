@@ -146,9 +146,9 @@ final class FirstReplayCheck {
             NDArray array = arrays.get(i);
             NDArray before = kept.get(i);
             try (NDManager each = scope.newSubManager()) {
-                NDArray replayed = array.duplicate();
-                replayed.attach(each);
-                NDArray moved = inFloat64(replayed, each);
+                NDArray result = array.duplicate();
+                result.attach(each);
+                NDArray moved = inFloat64(result, each);
                 NDArray start = inFloat64(before, each);
                 NDArray step =
                         largest(moved.sub(start).abs(), finite(moved).logicalAnd(finite(start)));
@@ -157,7 +157,7 @@ final class FirstReplayCheck {
                 // two copies, in order: one fused copy of both pairs may read the copy while
                 // writing it (on CUDA a multi-tensor kernel copies its pairs at once)
                 hooks.copy(new NDList(array), new NDList(before));
-                hooks.copy(new NDList(before), new NDList(replayed));
+                hooks.copy(new NDList(before), new NDList(result));
             }
             traded++;
         }
