@@ -429,12 +429,14 @@ public final class KernelVerifier {
         Shape sampledShape = rows.shapeOf(inputShape);
         List<String> findings = new ArrayList<>();
         try (NDManager scratch = input.getManager().newSubManager()) {
-            NDArray detachedInput = input.stopGradient();
-            detachedInput.attach(scratch);
+            NDArray detached = input.stopGradient();
+            detached.attach(scratch);
+            NDArray detachedInput = FiniteOperands.of(detached, backend, scratch);
             NDList reference = new NDList();
             reference.add(rounded(backend, rows.take(detachedInput), precision, scratch));
             for (Parameter parameter : order) {
-                reference.add(rounded(backend, parameters.get(parameter), precision, scratch));
+                NDArray weight = FiniteOperands.of(parameters.get(parameter), backend, scratch);
+                reference.add(rounded(backend, weight, precision, scratch));
             }
             Shape outputShape = block.getOutputShapes(new Shape[] {sampledShape})[0];
             NDArray unrounded = cotangent(outputShape, scratch);

@@ -46,10 +46,12 @@ final class ProductCheck {
         SampledRows rows = SampledRows.ofProduct(leftShape);
         List<String> findings = new ArrayList<>();
         try (NDManager scratch = left.getManager().newSubManager()) {
-            NDArray detachedLeft = left.stopGradient();
-            detachedLeft.attach(scratch);
-            NDArray detachedRight = right.stopGradient();
-            detachedRight.attach(scratch);
+            NDArray leftValue = left.stopGradient();
+            leftValue.attach(scratch);
+            NDArray rightValue = right.stopGradient();
+            rightValue.attach(scratch);
+            NDArray detachedLeft = FiniteOperands.of(leftValue, backend, scratch);
+            NDArray detachedRight = FiniteOperands.of(rightValue, backend, scratch);
             NDList reference =
                     new NDList(
                             KernelVerifier.rounded(

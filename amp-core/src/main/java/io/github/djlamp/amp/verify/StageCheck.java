@@ -89,7 +89,8 @@ final class StageCheck {
                     call.add(input);
                     continue;
                 }
-                NDArray value = KernelVerifier.rounded(backend, input, precision, scratch);
+                NDArray value =
+                        KernelVerifier.rounded(backend, finite(input, scratch), precision, scratch);
                 call.add(value);
                 // the gradient of an input training computes none of (the data) is not checked
                 if (backend.requiresGradient(input)) {
@@ -107,7 +108,9 @@ final class StageCheck {
                                 : null;
                 if (value != null && backend.precisionOf(value) != null) {
                     parameters.add(parameter);
-                    rounded.add(KernelVerifier.rounded(backend, value, precision, scratch));
+                    rounded.add(
+                            KernelVerifier.rounded(
+                                    backend, finite(value, scratch), precision, scratch));
                     names.add("'" + pair.getKey() + "' gradient");
                 }
             }
@@ -270,6 +273,13 @@ final class StageCheck {
             return 0.5f;
         }
         return Math.max(0x1p-24f, Math.scalb(1f, Math.getExponent(0x1p14f / largest)));
+    }
+
+    /** A detached copy of {@code value} whose values are finite ({@link FiniteOperands}). */
+    private NDArray finite(NDArray value, NDManager scratch) {
+        NDArray detached = value.stopGradient();
+        detached.attach(scratch);
+        return FiniteOperands.of(detached, backend, scratch);
     }
 
     /** Whether a gradient (the values after the first {@code outputs}) holds a non-finite value. */

@@ -11,6 +11,7 @@ import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.MemoryLayout;
 import java.util.List;
+import java.util.function.UnaryOperator;
 
 /** Runs the kernel check on one freshly initialised layer and a random input. */
 final class Layers {
@@ -24,9 +25,21 @@ final class Layers {
             Precision precision,
             List<MemoryLayout> candidates,
             NDManager manager) {
+        return check(backend, block, inputShape, precision, candidates, manager, x -> x);
+    }
+
+    /** Checks as above on the random input as {@code plant} changes it (in place or anew). */
+    static KernelVerdict check(
+            AmpBackend backend,
+            Block block,
+            Shape inputShape,
+            Precision precision,
+            List<MemoryLayout> candidates,
+            NDManager manager,
+            UnaryOperator<NDArray> plant) {
         Engine.getInstance().setRandomSeed(11);
         block.initialize(manager, DataType.FLOAT32, inputShape);
-        NDArray input = manager.randomNormal(0, 1, inputShape, DataType.FLOAT32);
+        NDArray input = plant.apply(manager.randomNormal(0, 1, inputShape, DataType.FLOAT32));
         input.setRequiresGradient(true);
         return new KernelVerifier(backend)
                 .verdict(

@@ -5,13 +5,17 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.Shape;
+import ai.djl.nn.Block;
 import ai.djl.training.DefaultTrainingConfig;
 import ai.djl.training.loss.Loss;
 import io.github.djlamp.amp.Amp;
 import io.github.djlamp.amp.AmpOptions;
+import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.pytorch.ForkedJvm;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.AmpBackends;
+import io.github.djlamp.amp.spi.MemoryLayout;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
@@ -36,6 +40,8 @@ class RememberedVerdictsTest {
 
     private static final Pattern LINE =
             Pattern.compile("kept-verdict (\\w+) outcome=(\\w+) remembered=(\\w+) checked=(\\w+)");
+
+    private static final List<MemoryLayout> LAYOUTS = List.of(MemoryLayout.CONTIGUOUS);
 
     @TempDir Path folder;
 
@@ -187,6 +193,48 @@ class RememberedVerdictsTest {
             assertFalse(
                     RememberedVerdicts.current().keptPlatformUnsound(key), "recheck trusts none");
         }
+    }
+
+    /**
+     * A first batch with one NaN keeps no "fp32 is wrong" verdict for the next JVM's cure to act
+     * on: before, the check's fp32 reference met the direct sum's NaN, and every later run on the
+     * machine capped oneDNN's ISA (and `auto` chose fp32 on an AVX512-BF16 CPU). Where this
+     * machine's fp32 kernels are wrong at this signature with a finite input too, the verdict is
+     * the platform's and nothing is asserted of it.
+     */
+    @Test
+    void aNanInTheFirstBatchKeepsNoUnsoundVerdict() {
+        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+            AmpBackend backend = AmpBackends.forManager(manager);
+            String key = RememberedVerdicts.keyFor(backend);
+            Shape input = new Shape(4, 16);
+            Layers.check(backend, linear(), input, Precision.BF16, LAYOUTS, manager);
+            freshJvm();
+            boolean finiteUnsound = RememberedVerdicts.current().keptPlatformUnsound(key);
+            RememberedVerdicts.use(VerdictMemory.OFF, folder);
+            folder = folder.resolve("nan");
+            freshJvm();
+            Layers.check(
+                    backend,
+                    linear(),
+                    input,
+                    Precision.BF16,
+                    LAYOUTS,
+                    manager,
+                    x -> {
+                        x.set(new ai.djl.ndarray.index.NDIndex(0, 0), Float.NaN);
+                        return x;
+                    });
+            freshJvm();
+            boolean nanUnsound = RememberedVerdicts.current().keptPlatformUnsound(key);
+            System.out.println(
+                    "kept unsound: finite input " + finiteUnsound + ", NaN " + nanUnsound);
+            assertTrue(!nanUnsound || finiteUnsound, "a NaN in the data is no platform defect");
+        }
+    }
+
+    private static Block linear() {
+        return ai.djl.nn.core.Linear.builder().setUnits(8).build();
     }
 
     private void assertIgnoredWithAWarn(AmpBackend backend, NDManager manager, String why) {

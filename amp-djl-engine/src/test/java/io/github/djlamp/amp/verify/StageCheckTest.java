@@ -193,7 +193,7 @@ class StageCheckTest {
                         null);
     }
 
-    private static Block mlp(NDManager manager) {
+    static Block mlp(NDManager manager) {
         Engine.getInstance().setRandomSeed(5);
         Block block =
                 new SequentialBlock()

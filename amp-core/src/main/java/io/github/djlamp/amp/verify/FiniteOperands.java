@@ -1,0 +1,66 @@
+package io.github.djlamp.amp.verify;
+
+import ai.djl.ndarray.NDArray;
+import ai.djl.ndarray.NDArrays;
+import ai.djl.ndarray.NDList;
+import ai.djl.ndarray.NDManager;
+import ai.djl.ndarray.types.DataType;
+import io.github.djlamp.amp.spi.AmpBackend;
+import io.github.djlamp.amp.spi.MemoryLayout;
+
+/**
+ * The values a kernel check computes on, made finite. A check judges a signature's kernels on the
+ * layer's own input and weights; a NaN or an infinity among them (a first batch with a missing
+ * value, weights loaded from a run that diverged) makes the fp32 reference and the direct
+ * double-precision sum non-finite where it lands, which says nothing about the kernels, and read as
+ * "fp32 itself is wrong": the platform judged unsound, and that verdict kept on disk for later
+ * runs. Such values are replaced, in the check's own copy, by finite ones made on the device, so
+ * that the same kernels run at the same shapes and layouts, and the caller's arrays and the
+ * engine's random numbers are left as they were.
+ */
+final class FiniteOperands {
+
+    private FiniteOperands() {}
+
+    /**
+     * Returns {@code value} where every element is finite, else a copy of it (same shape, type and
+     * strides, attached to {@code scratch}) whose non-finite elements are replaced by values of
+     * {@code sin(0.7 i)} at their flat index {@code i}.
+     *
+     * @param value an operand of the check, detached from autograd
+     * @param backend reads whether it is finite (one host read) and copies
+     * @param scratch the check's manager
+     * @return {@code value}, or its finite copy
+     */
+    static NDArray of(NDArray value, AmpBackend backend, NDManager scratch) {
+        try (NDManager local = scratch.newSubManager()) {
+            NDArray magnitude = local(value.abs(), local).max();
+            if (Float.isFinite(backend.readFloat(magnitude))) {
+                return value;
+            }
+            NDArray nonFinite =
+                    local(value.isNaN(), local).logicalOr(local(value.isInfinite(), local));
+            NDArray index = local.arange(0f, value.size(), 1f, DataType.FLOAT32, value.getDevice());
+            // cast by the backend: DJL's toType kills the JVM on the bf16 type it reads as UNKNOWN
+            NDArray replacements =
+                    backend.cast(
+                            index.mul(0.7f).sin().reshape(value.getShape()),
+                            backend.precisionOf(value),
+                            MemoryLayout.CONTIGUOUS,
+                            local);
+            NDArray finite = local(NDArrays.where(nonFinite, replacements, value), local);
+            // a copy of the operand keeps its strides (channels-last activations, transposed keys):
+            // the check runs the kernels training runs on them
+            NDArray copy = value.duplicate();
+            backend.copy(new NDList(copy), new NDList(finite));
+            copy.attach(scratch);
+            return copy;
+        }
+    }
+
+    /** Attaches an array made from the operand (on the operand's manager) to {@code local}. */
+    private static NDArray local(NDArray made, NDManager local) {
+        made.attach(local);
+        return made;
+    }
+}
