@@ -14,18 +14,21 @@ import io.github.djlamp.amp.spi.MemoryLayout;
  * value, weights loaded from a run that diverged) makes the fp32 reference and the direct
  * double-precision sum non-finite where it lands, which says nothing about the kernels, and read as
  * "fp32 itself is wrong": the platform judged unsound, and that verdict kept on disk for later
- * runs. Such values are replaced, in the check's own copy, by finite ones made on the device, so
- * that the same kernels run at the same shapes and layouts, and the caller's arrays and the
- * engine's random numbers are left as they were.
+ * runs. An operand that is zero throughout (a blank first batch, weights initialized to zero)
+ * exercises no product, and a wrong kernel would be kept as verified on it. Such values are
+ * replaced, in the check's own copy, by finite ones made on the device, so that the same kernels
+ * run at the same shapes and layouts, and the caller's arrays and the engine's random numbers are
+ * left as they were.
  */
 final class FiniteOperands {
 
     private FiniteOperands() {}
 
     /**
-     * Returns {@code value} where every element is finite, else a copy of it (same shape, type and
-     * strides, attached to {@code scratch}) whose non-finite elements are replaced by values of
-     * {@code sin(0.7 i)} at their flat index {@code i}.
+     * Returns {@code value} where every element is finite and one is not zero, else a copy of it
+     * (same shape, type and strides, attached to {@code scratch}) whose non-finite elements (or,
+     * where all are zero, all its elements) are replaced by values of {@code sin(0.7 i)} at their
+     * flat index {@code i}.
      *
      * @param value an operand of the check, detached from autograd
      * @param backend reads whether it is finite (one host read) and copies
@@ -34,12 +37,10 @@ final class FiniteOperands {
      */
     static NDArray of(NDArray value, AmpBackend backend, NDManager scratch) {
         try (NDManager local = scratch.newSubManager()) {
-            NDArray magnitude = local(value.abs(), local).max();
-            if (Float.isFinite(backend.readFloat(magnitude))) {
+            float magnitude = backend.readFloat(local(value.abs(), local).max());
+            if (Float.isFinite(magnitude) && magnitude > 0) {
                 return value;
             }
-            NDArray nonFinite =
-                    local(value.isNaN(), local).logicalOr(local(value.isInfinite(), local));
             NDArray index = local.arange(0f, value.size(), 1f, DataType.FLOAT32, value.getDevice());
             // cast by the backend: DJL's toType kills the JVM on the bf16 type it reads as UNKNOWN
             NDArray replacements =
@@ -48,7 +49,12 @@ final class FiniteOperands {
                             backend.precisionOf(value),
                             MemoryLayout.CONTIGUOUS,
                             local);
-            NDArray finite = local(NDArrays.where(nonFinite, replacements, value), local);
+            NDArray finite = replacements;
+            if (magnitude != 0) {
+                NDArray nonFinite =
+                        local(value.isNaN(), local).logicalOr(local(value.isInfinite(), local));
+                finite = local(NDArrays.where(nonFinite, replacements, value), local);
+            } // else zeros throughout, which exercise no product: a wrong kernel passes on them
             // a copy of the operand keeps its strides (channels-last activations, transposed keys):
             // the check runs the kernels training runs on them
             NDArray copy = value.duplicate();

@@ -199,6 +199,37 @@ class NonFiniteCheckInputTest {
     }
 
     /**
+     * A first layer's input (data, no gradient of its own) that is zero throughout exercises no
+     * product: the output is the bias and the weight's gradient zero, so a wrong kernel passed and
+     * was kept as verified.
+     */
+    @ParameterizedTest
+    @EnumSource(
+            value = Precision.class,
+            names = {"BF16", "FP16"})
+    void aWrongKernelIsFoundOnABlankFirstBatch(Precision precision) {
+        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+            Block conv = WrongLowPrecisionConv2d.create(8, 5, 2);
+            Shape shape = new Shape(4, 1, 12, 12);
+            Engine.getInstance().setRandomSeed(11);
+            conv.initialize(manager, DataType.FLOAT32, shape);
+            KernelVerdict verdict =
+                    new KernelVerifier(AmpBackends.forManager(manager))
+                            .verdict(
+                                    conv,
+                                    "test/blank",
+                                    manager.zeros(shape),
+                                    new ai.djl.training.ParameterStore(manager, false),
+                                    false,
+                                    precision,
+                                    BOTH,
+                                    false);
+            assertEquals(
+                    KernelVerdict.Outcome.FP32_FALLBACK, verdict.getOutcome(), verdict.toString());
+        }
+    }
+
+    /**
      * A weight past fp16's largest value rounds to an infinity in the check's fp16 copies: a range
      * that loss scaling and the fp16 range finding speak to, not a wrong fp32 kernel.
      */
