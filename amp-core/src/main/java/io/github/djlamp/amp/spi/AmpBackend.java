@@ -5,6 +5,8 @@ import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import ai.djl.nn.Block;
+import ai.djl.training.ParameterStore;
+import ai.djl.util.PairList;
 import io.github.djlamp.amp.compile.ForwardGraph;
 import io.github.djlamp.amp.policy.Precision;
 import java.util.List;
@@ -406,6 +408,37 @@ public interface AmpBackend {
                 getEngineName()
                         + "'s engine layer cannot return the gradients a backward brings its"
                         + " inputs");
+    }
+
+    /**
+     * Runs {@code block}'s forward for the check of a block the engine's autocast runs whole: in
+     * inference mode (no dropout drawn, BatchNorm on its running statistics), recording what the
+     * backward of its outputs needs, as far as recording is on. The default is the block's own
+     * inference forward. An engine whose inference forward of a module records nothing (libtorch
+     * runs a TorchScript module's under its inference mode) runs such a module so that it records.
+     *
+     * @param block the block the check runs
+     * @param store the parameter store the check hands it
+     * @param inputs its inputs
+     * @param params the forward's extra parameters, or null
+     * @return its outputs
+     */
+    default NDList forwardForCheck(
+            Block block, ParameterStore store, NDList inputs, PairList<String, Object> params) {
+        return block.forward(store, inputs, false, params);
+    }
+
+    /**
+     * Returns whether {@code block}'s forward computes with arrays it holds itself rather than
+     * those a {@code ParameterStore} hands it (a TorchScript module keeps its weights in the
+     * module): a check then differentiates with respect to those arrays, as they are. The default
+     * is false.
+     *
+     * @param block a block the engine's autocast runs
+     * @return whether it computes with its own parameter arrays
+     */
+    default boolean computesWithOwnParameters(Block block) {
+        return false;
     }
 
     /**

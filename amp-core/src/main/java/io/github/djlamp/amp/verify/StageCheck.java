@@ -29,11 +29,14 @@ import java.util.function.Supplier;
  * them), both rounded to the 16-bit format first so that each run sees the same values: in fp32,
  * and under the engine's autocast. Both run in inference mode (no dropout drawn, no running
  * statistics updated), so the check changes nothing of the caller's; its backward returns the
- * copies' gradients without adding into any parameter's. The outputs and the gradients of every
- * input and parameter are compared in the 2-norm, relative to fp32's. In fp16, where a gradient
- * overflows, both runs go again from a cotangent scaled down to where fp32's gradients fit fp16
- * (then halved while fp16's still overflow), as dynamic loss scaling backs off in training; where
- * no smaller cotangent helps, fp16 overflows in the forward pass and the block runs in fp32.
+ * copies' gradients without adding into any parameter's. A block that computes with parameter
+ * arrays of its own ({@link AmpBackend#computesWithOwnParameters}: a TorchScript module) is
+ * differentiated with respect to those, unrounded, and run through {@link
+ * AmpBackend#forwardForCheck} so that its inference forward records. The outputs and the gradients
+ * of every input and parameter are compared in the 2-norm, relative to fp32's. In fp16, where a
+ * gradient overflows, both runs go again from a cotangent scaled down to where fp32's gradients fit
+ * fp16 (then halved while fp16's still overflow), as dynamic loss scaling backs off in training;
+ * where no smaller cotangent helps, fp16 overflows in the forward pass and the block runs in fp32.
  *
  * <p>The bound is measured, not derived as {@link ErrorBound}'s is for one product: the error of a
  * composite of many operations grows with its depth and its conditioning, in ways its own code
@@ -99,22 +102,40 @@ final class StageCheck {
                     names.add("input " + i + " gradient");
                 }
             }
+            // a module that computes with its own weights is differentiated with respect to
+            // them, as they are (their gradients returned, not added into theirs)
+            boolean own = backend.computesWithOwnParameters(block);
+            int ownFrom = own ? rounded.size() : Integer.MAX_VALUE;
             List<Parameter> parameters = new ArrayList<>();
             for (Pair<String, Parameter> pair : block.getParameters()) {
                 Parameter parameter = pair.getValue();
-                NDArray value =
-                        parameter.requiresGradient()
-                                ? masters.getValue(parameter, device, training)
-                                : null;
+                NDArray value = null;
+                if (parameter.requiresGradient()) {
+                    value =
+                            own
+                                    ? parameter.getArray()
+                                    : masters.getValue(parameter, device, training);
+                }
                 if (value != null && backend.precisionOf(value) != null) {
                     parameters.add(parameter);
                     rounded.add(
-                            KernelVerifier.rounded(
-                                    backend, finite(value, scratch), precision, scratch));
+                            own
+                                    ? value
+                                    : KernelVerifier.rounded(
+                                            backend, finite(value, scratch), precision, scratch));
                     names.add("'" + pair.getKey() + "' gradient");
                 }
             }
-            Run run = new Run(block, call, differentiated, parameters, rounded, params, scratch);
+            Run run =
+                    new Run(
+                            block,
+                            call,
+                            differentiated,
+                            parameters,
+                            rounded,
+                            ownFrom,
+                            params,
+                            scratch);
             Wrapping autocast = forward -> backend.withEngineAutocast(device, precision, forward);
             float scale = 1f;
             NDList expected;
@@ -181,7 +202,8 @@ final class StageCheck {
                                     perturbed(call, precision, scratch),
                                     differentiated,
                                     parameters,
-                                    perturbed(rounded, precision, scratch),
+                                    perturbedBelow(rounded, ownFrom, precision, scratch),
+                                    ownFrom,
                                     params,
                                     scratch);
                     spread =
@@ -223,6 +245,16 @@ final class StageCheck {
      * Each floating array of {@code values} times (1 + u p), u the format's rounding and p a fixed
      * pattern in [-1, 1): inputs that moved as far as rounding to the format moves them.
      */
+    private NDList perturbedBelow(
+            NDList values, int ownFrom, Precision precision, NDManager scratch) {
+        if (ownFrom >= values.size()) {
+            return perturbed(values, precision, scratch);
+        }
+        NDList moved = perturbed(values.subNDList(0, ownFrom), precision, scratch);
+        moved.addAll(values.subNDList(ownFrom)); // a module's own weights stay as they are
+        return moved;
+    }
+
     private NDList perturbed(NDList values, Precision precision, NDManager scratch) {
         NDList moved = new NDList(values.size());
         for (NDArray value : values) {
@@ -336,6 +368,7 @@ final class StageCheck {
         private final List<Integer> differentiated;
         private final List<Parameter> parameters;
         private final NDList rounded;
+        private final int ownFrom;
         private final PairList<String, Object> params;
         private final NDManager scratch;
         private final List<String> outputNames = new ArrayList<>();
@@ -346,6 +379,7 @@ final class StageCheck {
                 List<Integer> differentiated,
                 List<Parameter> parameters,
                 NDList rounded,
+                int ownFrom,
                 PairList<String, Object> params,
                 NDManager scratch) {
             this.block = block;
@@ -353,6 +387,7 @@ final class StageCheck {
             this.differentiated = differentiated;
             this.parameters = parameters;
             this.rounded = rounded;
+            this.ownFrom = ownFrom;
             this.params = params;
             this.scratch = scratch;
         }
@@ -368,8 +403,9 @@ final class StageCheck {
         NDList valuesAndGradients(Precision precision, Wrapping wrapping, float scale) {
             try (NDManager way = scratch.newSubManager()) {
                 NDList leaves = new NDList();
-                for (NDArray value : rounded) {
-                    leaves.add(backend.detachedLeaf(value, way));
+                for (int i = 0; i < rounded.size(); i++) {
+                    NDArray value = rounded.get(i);
+                    leaves.add(i >= ownFrom ? value : backend.detachedLeaf(value, way));
                 }
                 NDList call = new NDList(inputs.size());
                 for (int i = 0; i < inputs.size(); i++) {
@@ -382,8 +418,8 @@ final class StageCheck {
                 }
                 Supplier<NDList> forward =
                         () ->
-                                block.forward(
-                                        new FixedParameterStore(way, values), call, false, params);
+                                backend.forwardForCheck(
+                                        block, new FixedParameterStore(way, values), call, params);
                 NDList outputs = wrapping == null ? forward.get() : wrapping.around(forward);
                 outputs.attach(way);
                 NDList floating = new NDList();

@@ -13,7 +13,9 @@ import ai.djl.nn.recurrent.RecurrentBlock;
 import ai.djl.pytorch.engine.PtNDArray;
 import ai.djl.pytorch.engine.PtSymbolBlock;
 import ai.djl.pytorch.jni.JniUtils;
+import ai.djl.training.ParameterStore;
 import ai.djl.util.Pair;
+import ai.djl.util.PairList;
 import io.github.djlamp.amp.compile.ForwardGraph;
 import io.github.djlamp.amp.exception.AmpException;
 import io.github.djlamp.amp.policy.Precision;
@@ -590,6 +592,22 @@ public final class PtAmpBackend implements AmpBackend {
             }
         }
         return false;
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public NDList forwardForCheck(
+            Block block, ParameterStore store, NDList inputs, PairList<String, Object> params) {
+        if (block instanceof PtSymbolBlock) {
+            return ModuleCheckForward.forward((PtSymbolBlock) block, store, inputs, params);
+        }
+        return block.forward(store, inputs, false, params);
+    }
+
+    /** {@inheritDoc} */
+    @Override
+    public boolean computesWithOwnParameters(Block block) {
+        return block instanceof PtSymbolBlock;
     }
 
     /** {@inheritDoc} */

@@ -4,6 +4,9 @@ import ai.djl.Device;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
+import ai.djl.nn.Block;
+import ai.djl.training.ParameterStore;
+import ai.djl.util.PairList;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.DeviceCapabilities;
@@ -135,6 +138,17 @@ abstract class ForwardingBackend implements AmpBackend {
     public List<NDArray> backwardTo(
             NDList outputs, NDList gradients, NDList inputs, NDList parameters, NDManager manager) {
         return real.backwardTo(outputs, gradients, inputs, parameters, manager);
+    }
+
+    @Override
+    public NDList forwardForCheck(
+            Block block, ParameterStore store, NDList inputs, PairList<String, Object> params) {
+        return real.forwardForCheck(block, store, inputs, params);
+    }
+
+    @Override
+    public boolean computesWithOwnParameters(Block block) {
+        return real.computesWithOwnParameters(block);
     }
 
     @Override
