@@ -4,7 +4,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import ai.djl.Device;
 import ai.djl.engine.Engine;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
@@ -26,7 +25,6 @@ import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.AmpBackends;
 import io.github.djlamp.amp.spi.MemoryLayout;
 import java.util.List;
-import java.util.function.Supplier;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
@@ -77,7 +75,7 @@ class StageCheckTest {
 
                 KernelVerdicts.forgetAll();
                 KernelVerdict wrong =
-                        new KernelVerifier(new TooLargeUnderAutocast(backend))
+                        new KernelVerifier(WrongUnderAutocast.outputsTooLarge(backend))
                                 .stageVerdict(block, "mlp", inputs, masters, true, precision, null);
                 assertEquals(
                         KernelVerdict.Outcome.FP32_FALLBACK, wrong.getOutcome(), wrong.toString());
@@ -206,30 +204,5 @@ class StageCheckTest {
             pair.getValue().getArray().setRequiresGradient(true);
         }
         return block;
-    }
-
-    /** An engine whose autocast computes every output 25% too large, gradients with it. */
-    private static final class TooLargeUnderAutocast extends ForwardingBackend {
-
-        TooLargeUnderAutocast(AmpBackend real) {
-            super(real);
-        }
-
-        @Override
-        @SuppressWarnings("unchecked")
-        public <T> T withEngineAutocast(Device device, Precision precision, Supplier<T> forward) {
-            NDList outputs = (NDList) real.withEngineAutocast(device, precision, forward);
-            NDList wrong = new NDList(outputs.size());
-            for (NDArray output : outputs) {
-                NDArray fp32 =
-                        real.cast(
-                                output,
-                                Precision.FP32,
-                                MemoryLayout.CONTIGUOUS,
-                                output.getManager());
-                wrong.add(fp32.mul(1.25f));
-            }
-            return (T) wrong;
-        }
     }
 }

@@ -4,7 +4,6 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import ai.djl.Device;
 import ai.djl.Model;
 import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
@@ -21,7 +20,6 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.function.Supplier;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
@@ -55,7 +53,7 @@ class TorchScriptStageCheckTest {
                                     module, "traced", inputs, masters, true, Precision.BF16, null);
             KernelVerdicts.forgetAll();
             KernelVerdict wrong =
-                    new KernelVerifier(new WrongGradientsUnderAutocast(backend))
+                    new KernelVerifier(WrongUnderAutocast.gradientsTooLarge(backend))
                             .stageVerdict(
                                     module, "traced", inputs, masters, true, Precision.BF16, null);
             System.out.println("right: " + right + "\nwrong gradients: " + wrong);
@@ -91,25 +89,5 @@ class TorchScriptStageCheckTest {
                                 .getResource("/torchscript/traced_cnn.pt")
                                 .toURI())
                 .getParent();
-    }
-
-    /** An engine whose autocast computes the right outputs and gradients 25% too large. */
-    private static final class WrongGradientsUnderAutocast extends ForwardingBackend {
-
-        WrongGradientsUnderAutocast(AmpBackend real) {
-            super(real);
-        }
-
-        @Override
-        @SuppressWarnings("unchecked")
-        public <T> T withEngineAutocast(Device device, Precision precision, Supplier<T> forward) {
-            NDList outputs = (NDList) real.withEngineAutocast(device, precision, forward);
-            NDList wrong = new NDList(outputs.size());
-            for (NDArray output : outputs) {
-                NDArray quarter = output.mul(0.25f);
-                wrong.add(output.add(quarter.sub(quarter.stopGradient())));
-            }
-            return (T) wrong;
-        }
     }
 }
