@@ -25,17 +25,19 @@ final class FiniteOperands {
     private FiniteOperands() {}
 
     /**
-     * Returns {@code value} where every element is finite and one is not zero, else a copy of it
-     * (same shape, type and strides, attached to {@code scratch}) whose non-finite elements (or,
-     * where all are zero, all its elements) are replaced by values of {@code sin(0.7 i)} at their
-     * flat index {@code i}.
+     * Returns {@code value} detached from autograd where every element is finite and one is not
+     * zero, else a copy of it (same shape, type and strides) whose non-finite elements (or, where
+     * all are zero, all its elements) are replaced by values of {@code sin(0.7 i)} at their flat
+     * index {@code i}; either attached to {@code scratch}.
      *
-     * @param value an operand of the check, detached from autograd
+     * @param operand an operand of the check
      * @param backend reads whether it is finite (one host read) and copies
      * @param scratch the check's manager
-     * @return {@code value}, or its finite copy
+     * @return the detached operand, or its finite copy
      */
-    static NDArray of(NDArray value, AmpBackend backend, NDManager scratch) {
+    static NDArray of(NDArray operand, AmpBackend backend, NDManager scratch) {
+        NDArray value = operand.stopGradient();
+        value.attach(scratch);
         try (NDManager local = scratch.newSubManager()) {
             float magnitude = backend.readFloat(local(value.abs(), local).max());
             if (Float.isFinite(magnitude) && magnitude > 0) {

@@ -432,9 +432,7 @@ public final class KernelVerifier {
         Shape sampledShape = rows.shapeOf(inputShape);
         List<String> findings = new ArrayList<>();
         try (NDManager scratch = input.getManager().newSubManager()) {
-            NDArray detached = input.stopGradient();
-            detached.attach(scratch);
-            NDArray detachedInput = FiniteOperands.of(detached, backend, scratch);
+            NDArray detachedInput = FiniteOperands.of(input, backend, scratch);
             NDList reference = new NDList();
             reference.add(rounded(backend, rows.take(detachedInput), precision, scratch));
             for (Parameter parameter : order) {

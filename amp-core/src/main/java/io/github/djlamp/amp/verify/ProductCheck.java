@@ -46,12 +46,8 @@ final class ProductCheck {
         SampledRows rows = SampledRows.ofProduct(leftShape);
         List<String> findings = new ArrayList<>();
         try (NDManager scratch = left.getManager().newSubManager()) {
-            NDArray leftValue = left.stopGradient();
-            leftValue.attach(scratch);
-            NDArray rightValue = right.stopGradient();
-            rightValue.attach(scratch);
-            NDArray detachedLeft = FiniteOperands.of(leftValue, backend, scratch);
-            NDArray detachedRight = FiniteOperands.of(rightValue, backend, scratch);
+            NDArray detachedLeft = FiniteOperands.of(left, backend, scratch);
+            NDArray detachedRight = FiniteOperands.of(right, backend, scratch);
             NDList reference =
                     new NDList(
                             KernelVerifier.rounded(

@@ -93,7 +93,11 @@ final class StageCheck {
                     continue;
                 }
                 NDArray value =
-                        KernelVerifier.rounded(backend, finite(input, scratch), precision, scratch);
+                        KernelVerifier.rounded(
+                                backend,
+                                FiniteOperands.of(input, backend, scratch),
+                                precision,
+                                scratch);
                 call.add(value);
                 // the gradient of an input training computes none of (the data) is not checked
                 if (backend.requiresGradient(input)) {
@@ -122,7 +126,10 @@ final class StageCheck {
                             own
                                     ? value
                                     : KernelVerifier.rounded(
-                                            backend, finite(value, scratch), precision, scratch));
+                                            backend,
+                                            FiniteOperands.of(value, backend, scratch),
+                                            precision,
+                                            scratch));
                     names.add("'" + pair.getKey() + "' gradient");
                 }
             }
@@ -242,19 +249,20 @@ final class StageCheck {
     }
 
     /**
-     * Each floating array of {@code values} times (1 + u p), u the format's rounding and p a fixed
-     * pattern in [-1, 1): inputs that moved as far as rounding to the format moves them.
+     * {@link #perturbed} below {@code ownFrom}; a module's own weights from there stay as they are.
      */
     private NDList perturbedBelow(
             NDList values, int ownFrom, Precision precision, NDManager scratch) {
-        if (ownFrom >= values.size()) {
-            return perturbed(values, precision, scratch);
-        }
-        NDList moved = perturbed(values.subNDList(0, ownFrom), precision, scratch);
-        moved.addAll(values.subNDList(ownFrom)); // a module's own weights stay as they are
+        int own = Math.min(ownFrom, values.size());
+        NDList moved = perturbed(values.subNDList(0, own), precision, scratch);
+        moved.addAll(values.subNDList(own));
         return moved;
     }
 
+    /**
+     * Each floating array of {@code values} times (1 + u p), u the format's rounding and p a fixed
+     * pattern in [-1, 1): inputs that moved as far as rounding to the format moves them.
+     */
     private NDList perturbed(NDList values, Precision precision, NDManager scratch) {
         NDList moved = new NDList(values.size());
         for (NDArray value : values) {
@@ -305,13 +313,6 @@ final class StageCheck {
             return 0.5f;
         }
         return Math.max(0x1p-24f, Math.scalb(1f, Math.getExponent(0x1p14f / largest)));
-    }
-
-    /** A detached copy of {@code value} whose values are finite ({@link FiniteOperands}). */
-    private NDArray finite(NDArray value, NDManager scratch) {
-        NDArray detached = value.stopGradient();
-        detached.attach(scratch);
-        return FiniteOperands.of(detached, backend, scratch);
     }
 
     /** Whether a gradient (the values after the first {@code outputs}) holds a non-finite value. */

@@ -601,7 +601,7 @@ public final class PtAmpBackend implements AmpBackend {
         if (block instanceof PtSymbolBlock) {
             return ModuleCheckForward.forward((PtSymbolBlock) block, store, inputs, params);
         }
-        return block.forward(store, inputs, false, params);
+        return AmpBackend.super.forwardForCheck(block, store, inputs, params);
     }
 
     /** {@inheritDoc} */
