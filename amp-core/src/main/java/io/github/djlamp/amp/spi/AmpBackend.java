@@ -5,8 +5,6 @@ import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import ai.djl.nn.Block;
-import ai.djl.training.ParameterStore;
-import ai.djl.util.PairList;
 import io.github.djlamp.amp.compile.ForwardGraph;
 import io.github.djlamp.amp.policy.Precision;
 import java.util.List;
@@ -411,21 +409,19 @@ public interface AmpBackend {
     }
 
     /**
-     * Runs {@code block}'s forward for the check of a block the engine's autocast runs whole: in
-     * inference mode (no dropout drawn, BatchNorm on its running statistics), recording what the
-     * backward of its outputs needs, as far as recording is on. The default is the block's own
-     * inference forward. An engine whose inference forward of a module records nothing (libtorch
-     * runs a TorchScript module's under its inference mode) runs such a module so that it records.
+     * Returns the block that runs in {@code block}'s place in the check of a block the engine's
+     * autocast runs whole. The check runs in inference mode (no dropout drawn, BatchNorm on its
+     * running statistics) and differentiates what it ran. An engine whose inference forward of a
+     * block records nothing (libtorch runs a TorchScript module's under its inference mode) returns
+     * a stand-in that runs the block as its inference forward would, recording; wherever such a
+     * block sits in the checked block's tree, the check runs a copy of the tree down to it with the
+     * stand-in in its place. The default is {@code block} itself.
      *
-     * @param block the block the check runs
-     * @param store the parameter store the check hands it
-     * @param inputs its inputs
-     * @param params the forward's extra parameters, or null
-     * @return its outputs
+     * @param block a block in the tree of a block the engine's autocast runs
+     * @return its stand-in, or {@code block}
      */
-    default NDList forwardForCheck(
-            Block block, ParameterStore store, NDList inputs, PairList<String, Object> params) {
-        return block.forward(store, inputs, false, params);
+    default Block recordingForCheck(Block block) {
+        return block;
     }
 
     /**

@@ -16,6 +16,7 @@ import java.util.ArrayList;
 import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.function.Supplier;
 
 /**
@@ -30,13 +31,14 @@ import java.util.function.Supplier;
  * and under the engine's autocast. Both run in inference mode (no dropout drawn, no running
  * statistics updated), so the check changes nothing of the caller's; its backward returns the
  * copies' gradients without adding into any parameter's. A block that computes with parameter
- * arrays of its own ({@link AmpBackend#computesWithOwnParameters}: a TorchScript module) is
- * differentiated with respect to those, unrounded, and run through {@link
- * AmpBackend#forwardForCheck} so that its inference forward records. The outputs and the gradients
- * of every input and parameter are compared in the 2-norm, relative to fp32's. In fp16, where a
- * gradient overflows, both runs go again from a cotangent scaled down to where fp32's gradients fit
- * fp16 (then halved while fp16's still overflow), as dynamic loss scaling backs off in training;
- * where no smaller cotangent helps, fp16 overflows in the forward pass and the block runs in fp32.
+ * arrays of its own ({@link AmpBackend#computesWithOwnParameters}: a TorchScript module, alone or
+ * inside a block of the user's own) is differentiated with respect to those, unrounded, and runs as
+ * its recording stand-in ({@link AmpBackend#recordingForCheck}, {@link CheckedTree}), since its
+ * inference forward records nothing. The outputs and the gradients of every input and parameter are
+ * compared in the 2-norm, relative to fp32's. In fp16, where a gradient overflows, both runs go
+ * again from a cotangent scaled down to where fp32's gradients fit fp16 (then halved while fp16's
+ * still overflow), as dynamic loss scaling backs off in training; where no smaller cotangent helps,
+ * fp16 overflows in the forward pass and the block runs in fp32.
  *
  * <p>The bound is measured, not derived as {@link ErrorBound}'s is for one product: the error of a
  * composite of many operations grows with its depth and its conditioning, in ways its own code
@@ -107,35 +109,64 @@ final class StageCheck {
                 }
             }
             // a module that computes with its own weights is differentiated with respect to
-            // them, as they are (their gradients returned, not added into theirs)
-            boolean own = backend.computesWithOwnParameters(block);
-            int ownFrom = own ? rounded.size() : Integer.MAX_VALUE;
+            // them, as they are (their gradients returned, not added into theirs): after the
+            // weights the parameter store hands out
+            Set<Parameter> own = CheckedTree.ownParameters(block, backend);
             List<Parameter> parameters = new ArrayList<>();
+            List<String> ownNames = new ArrayList<>();
+            NDList ownValues = new NDList();
+            List<Parameter> ownParameters = new ArrayList<>();
             for (Pair<String, Parameter> pair : block.getParameters()) {
                 Parameter parameter = pair.getValue();
+                boolean held = own.contains(parameter);
                 NDArray value = null;
                 if (parameter.requiresGradient()) {
                     value =
-                            own
+                            held
                                     ? parameter.getArray()
                                     : masters.getValue(parameter, device, training);
                 }
-                if (value != null && backend.precisionOf(value) != null) {
+                if (value == null || backend.precisionOf(value) == null) {
+                    continue;
+                }
+                if (held) {
+                    ownParameters.add(parameter);
+                    ownValues.add(value);
+                    ownNames.add("'" + pair.getKey() + "' gradient");
+                } else {
                     parameters.add(parameter);
                     rounded.add(
-                            own
-                                    ? value
-                                    : KernelVerifier.rounded(
-                                            backend,
-                                            FiniteOperands.of(value, backend, scratch),
-                                            precision,
-                                            scratch));
+                            KernelVerifier.rounded(
+                                    backend,
+                                    FiniteOperands.of(value, backend, scratch),
+                                    precision,
+                                    scratch));
                     names.add("'" + pair.getKey() + "' gradient");
                 }
             }
+            int ownFrom = ownParameters.isEmpty() ? Integer.MAX_VALUE : rounded.size();
+            parameters.addAll(ownParameters);
+            rounded.addAll(ownValues);
+            names.addAll(ownNames);
+            Block checked;
+            try {
+                checked = CheckedTree.of(block, backend);
+            } catch (ReflectiveOperationException | RuntimeException e) {
+                findings.add(
+                        "it cannot be copied to run a recording stand-in of a module it holds ("
+                                + e
+                                + ")");
+                return verdict(
+                        operation,
+                        inputs,
+                        device,
+                        precision,
+                        KernelVerdict.Outcome.NOT_CHECKED,
+                        findings);
+            }
             Run run =
                     new Run(
-                            block,
+                            checked,
                             call,
                             differentiated,
                             parameters,
@@ -205,7 +236,7 @@ final class StageCheck {
                     // how far fp32 itself moves when its inputs move by the format's rounding
                     Run moved =
                             new Run(
-                                    block,
+                                    checked,
                                     perturbed(call, precision, scratch),
                                     differentiated,
                                     parameters,
@@ -419,8 +450,8 @@ final class StageCheck {
                 }
                 Supplier<NDList> forward =
                         () ->
-                                backend.forwardForCheck(
-                                        block, new FixedParameterStore(way, values), call, params);
+                                block.forward(
+                                        new FixedParameterStore(way, values), call, false, params);
                 NDList outputs = wrapping == null ? forward.get() : wrapping.around(forward);
                 outputs.attach(way);
                 NDList floating = new NDList();

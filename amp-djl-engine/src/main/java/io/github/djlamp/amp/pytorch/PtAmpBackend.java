@@ -13,9 +13,7 @@ import ai.djl.nn.recurrent.RecurrentBlock;
 import ai.djl.pytorch.engine.PtNDArray;
 import ai.djl.pytorch.engine.PtSymbolBlock;
 import ai.djl.pytorch.jni.JniUtils;
-import ai.djl.training.ParameterStore;
 import ai.djl.util.Pair;
-import ai.djl.util.PairList;
 import io.github.djlamp.amp.compile.ForwardGraph;
 import io.github.djlamp.amp.exception.AmpException;
 import io.github.djlamp.amp.policy.Precision;
@@ -596,12 +594,10 @@ public final class PtAmpBackend implements AmpBackend {
 
     /** {@inheritDoc} */
     @Override
-    public NDList forwardForCheck(
-            Block block, ParameterStore store, NDList inputs, PairList<String, Object> params) {
-        if (block instanceof PtSymbolBlock) {
-            return ModuleCheckForward.forward((PtSymbolBlock) block, store, inputs, params);
-        }
-        return AmpBackend.super.forwardForCheck(block, store, inputs, params);
+    public Block recordingForCheck(Block block) {
+        return block instanceof PtSymbolBlock
+                ? new RecordingModule((PtSymbolBlock) block)
+                : AmpBackend.super.recordingForCheck(block);
     }
 
     /** {@inheritDoc} */

@@ -5,8 +5,6 @@ import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import ai.djl.nn.Block;
-import ai.djl.training.ParameterStore;
-import ai.djl.util.PairList;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.spi.AmpBackend;
 import io.github.djlamp.amp.spi.DeviceCapabilities;
@@ -141,9 +139,8 @@ abstract class ForwardingBackend implements AmpBackend {
     }
 
     @Override
-    public NDList forwardForCheck(
-            Block block, ParameterStore store, NDList inputs, PairList<String, Object> params) {
-        return real.forwardForCheck(block, store, inputs, params);
+    public Block recordingForCheck(Block block) {
+        return real.recordingForCheck(block);
     }
 
     @Override

@@ -5,12 +5,8 @@ import ai.djl.nn.Block;
 import ai.djl.training.ParameterStore;
 import ai.djl.util.PairList;
 import io.github.djlamp.amp.exception.AmpException;
-import java.lang.invoke.MethodHandle;
-import java.lang.invoke.MethodHandles;
-import java.lang.invoke.MethodType;
+import io.github.djlamp.amp.internal.BlockCopies;
 import java.lang.reflect.Field;
-import java.lang.reflect.Modifier;
-import java.util.ArrayList;
 import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
@@ -28,9 +24,6 @@ import java.util.Map;
  * computes what the block would, through the shadows.
  */
 public final class ReadBlockShadow extends ShadowBlock {
-
-    /** {@code Unsafe.allocateInstance}: an instance of a class, no constructor run. */
-    private static final MethodHandle ALLOCATE = allocator();
 
     private final List<Field> fields;
     private final Map<Block, Block> shadows;
@@ -67,16 +60,14 @@ public final class ReadBlockShadow extends ShadowBlock {
     /** A copy of the block with each field that holds a child holding the child's shadow. */
     private Block copyOverShadows() {
         try {
-            Object copy = ALLOCATE.invoke(inner.getClass());
-            for (Field field : fields) {
-                Object value = field.get(inner);
-                Block shadow = value instanceof Block ? shadows.get(value) : null;
-                field.set(copy, shadow != null ? shadow : value);
-            }
-            return (Block) copy;
-        } catch (Error e) {
-            throw e;
-        } catch (Throwable e) {
+            return BlockCopies.copy(
+                    inner,
+                    fields,
+                    value -> {
+                        Block shadow = value instanceof Block ? shadows.get(value) : null;
+                        return shadow != null ? shadow : value;
+                    });
+        } catch (ReflectiveOperationException | RuntimeException e) {
             throw new AmpException(
                     "Cannot copy '"
                             + (path.isEmpty() ? "the root block" : path)
@@ -92,49 +83,20 @@ public final class ReadBlockShadow extends ShadowBlock {
     }
 
     private static List<Field> instanceFields(Block block, String path) {
-        List<Field> fields = new ArrayList<>();
-        for (Class<?> c = block.getClass(); c != Object.class; c = c.getSuperclass()) {
-            for (Field field : c.getDeclaredFields()) {
-                if (Modifier.isStatic(field.getModifiers())) {
-                    continue;
-                }
-                try {
-                    field.setAccessible(true);
-                } catch (RuntimeException e) {
-                    throw new AmpException(
-                            "Cannot read the field "
-                                    + field.getName()
-                                    + " of '"
-                                    + (path.isEmpty() ? "the root block" : path)
-                                    + "' ("
-                                    + block.getClass().getName()
-                                    + "), which djl-amp needs to run the block's forward over"
-                                    + " its children's shadows: open its package to djl-amp, or"
-                                    + " override it as fp32 in the precision policy ("
-                                    + e.getMessage()
-                                    + ")",
-                            e);
-                }
-                fields.add(field);
-            }
-        }
-        return fields;
-    }
-
-    private static MethodHandle allocator() {
         try {
-            // by reflection: javac has no switch to silence its warning on sun.misc.Unsafe
-            Class<?> unsafeClass = Class.forName("sun.misc.Unsafe");
-            Field field = unsafeClass.getDeclaredField("theUnsafe");
-            field.setAccessible(true);
-            return MethodHandles.lookup()
-                    .findVirtual(
-                            unsafeClass,
-                            "allocateInstance",
-                            MethodType.methodType(Object.class, Class.class))
-                    .bindTo(field.get(null));
-        } catch (ReflectiveOperationException | RuntimeException e) {
-            throw new ExceptionInInitializerError(e);
+            return BlockCopies.instanceFields(block);
+        } catch (RuntimeException e) {
+            throw new AmpException(
+                    "Cannot read the fields of '"
+                            + (path.isEmpty() ? "the root block" : path)
+                            + "' ("
+                            + block.getClass().getName()
+                            + "), which djl-amp needs to run the block's forward over"
+                            + " its children's shadows: open its package to djl-amp, or"
+                            + " override it as fp32 in the precision policy ("
+                            + e.getMessage()
+                            + ")",
+                    e);
         }
     }
 
