@@ -61,12 +61,25 @@ final class ProductCheck {
             NDList expected;
             NDList sums;
             try {
-                expected =
-                        backend.valueAndGradients(
-                                ProductCheck::product, reference, cotangent, scratch);
-                sums =
-                        KernelVerifier.absoluteSums(
-                                backend, ProductCheck::product, reference, cotangent, scratch);
+                NDList[] passes =
+                        backend.referencePass(
+                                device,
+                                () ->
+                                        new NDList[] {
+                                            backend.valueAndGradients(
+                                                    ProductCheck::product,
+                                                    reference,
+                                                    cotangent,
+                                                    scratch),
+                                            KernelVerifier.absoluteSums(
+                                                    backend,
+                                                    ProductCheck::product,
+                                                    reference,
+                                                    cotangent,
+                                                    scratch)
+                                        });
+                expected = passes[0];
+                sums = passes[1];
             } catch (RuntimeException e) {
                 findings.add("the fp32 reference could not run: " + e.getMessage());
                 return verdict(

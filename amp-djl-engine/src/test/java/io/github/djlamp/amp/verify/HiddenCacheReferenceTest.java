@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import ai.djl.Device;
+import ai.djl.ndarray.NDArray;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.Shape;
 import io.github.djlamp.amp.policy.Precision;
@@ -46,6 +47,28 @@ class HiddenCacheReferenceTest {
             assertEquals(withOneDnn.getLayout(), withoutOneDnn.getLayout());
             System.out.println(
                     "bf16 convolution judged " + withoutOneDnn.getOutcome() + " both ways");
+        }
+    }
+
+    /**
+     * Attention's batched products are checked the same way (before, their fp32 passes were not).
+     */
+    @Test
+    void aProductsFp32PassesRunThroughTheReferencePassToo() {
+        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+            AmpBackend real = AmpBackends.forManager(manager);
+            System.setProperty(CacheTopology.TEST_PROPERTY, "hidden");
+            CountingReference counting = new CountingReference(real);
+            NDArray left = manager.randomNormal(new Shape(6, 16, 32));
+            NDArray right = manager.randomNormal(new Shape(6, 32, 16));
+            left.setRequiresGradient(true);
+            right.setRequiresGradient(true);
+            KernelVerdict verdict =
+                    new KernelVerifier(counting)
+                            .productVerdict(
+                                    "test/attention", "scores", left, right, Precision.BF16, true);
+            assertTrue(counting.passes > 0, "the fp32 passes ran through referencePass");
+            System.out.println("bf16 product judged " + verdict.getOutcome());
         }
     }
 
