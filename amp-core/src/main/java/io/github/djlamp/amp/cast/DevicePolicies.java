@@ -15,6 +15,7 @@ import io.github.djlamp.amp.spi.MemoryLayout;
 import io.github.djlamp.amp.verify.CanonicalKernels;
 import io.github.djlamp.amp.verify.KernelVerification;
 import io.github.djlamp.amp.verify.KernelVerifier;
+import java.util.Collections;
 import java.util.HashSet;
 import java.util.Map;
 import java.util.Set;
@@ -37,8 +38,9 @@ final class DevicePolicies {
 
     /**
      * A policy resolved for one device: the concrete policy, the plan of the tree under it, its
-     * shadow tree (built from that plan), the structure of the tree it was built from and why the
-     * policy was chosen.
+     * shadow tree (built from that plan), the structure of the tree it was built from, why the
+     * policy was chosen, and the engine-autocast stages of that shadow that turned to fp32, with
+     * why, by path.
      */
     record Resolved(
             PrecisionPolicy policy,
@@ -46,7 +48,8 @@ final class DevicePolicies {
             Block shadow,
             TreeStructure structure,
             String reason,
-            CompiledRuns compiled) {}
+            CompiledRuns compiled,
+            Map<String, String> engineFallbacks) {}
 
     /** A plan and the structure of the tree it was made from. */
     private record Planned(ModelPlan plan, TreeStructure structure) {}
@@ -211,13 +214,21 @@ final class DevicePolicies {
                 layout == null || checkpoints.plan().isEnabled()
                         ? null
                         : new CompiledRuns(plan, layout, release, backend);
+        Map<String, String> fallbacks = new ConcurrentHashMap<>();
         Block shadow =
-                ShadowTree.build(plan, release, checkpoints.plan(), checkpoints.tape(), compiled);
+                ShadowTree.build(
+                        plan, release, checkpoints.plan(), checkpoints.tape(), compiled, fallbacks);
         if (compiled != null) {
             compiled.report(device);
         }
         return new Resolved(
-                concrete, plan, shadow, planned.structure(), caps.getReason(), compiled);
+                concrete,
+                plan,
+                shadow,
+                planned.structure(),
+                caps.getReason(),
+                compiled,
+                Collections.unmodifiableMap(fallbacks));
     }
 
     /**

@@ -545,11 +545,16 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
         DevicePolicies.Resolved r = devices.get(device, manager);
         // the plan the device's shadow tree was built from; for a tree changed since, the plan the
         // next forward will build its shadow from
+        boolean current = r.structure().isCurrent();
         ModelPlan plan =
-                r.structure().isCurrent()
+                current
                         ? r.plan()
                         : ModelPlan.of(r.policy(), original, AmpBackends::supportEngineAutocast);
-        return PrecisionSummary.of(plan, getKernelVerdicts(), checkpoints.plan());
+        return PrecisionSummary.of(
+                plan,
+                getKernelVerdicts(),
+                checkpoints.plan(),
+                current ? r.engineFallbacks() : Map.of());
     }
 
     /**

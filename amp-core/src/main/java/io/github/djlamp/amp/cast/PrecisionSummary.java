@@ -93,12 +93,28 @@ public final class PrecisionSummary {
      */
     static PrecisionSummary of(
             ModelPlan blocks, List<KernelVerdict> verdicts, CheckpointPlan plan) {
+        return of(blocks, verdicts, plan, Map.of());
+    }
+
+    /**
+     * The summary as {@link #of(ModelPlan, List, CheckpointPlan)} makes it, with the units the
+     * engine's autocast planned that turned to fp32 ({@code fallbacks}: the reason, by path) in
+     * fp32, as they ran.
+     */
+    static PrecisionSummary of(
+            ModelPlan blocks,
+            List<KernelVerdict> verdicts,
+            CheckpointPlan plan,
+            Map<String, String> fallbacks) {
         Block root = blocks.getRoot();
         PrecisionPolicy policy = blocks.getPolicy();
         List<Row> rows = new ArrayList<>();
         visit(blocks, "", rows);
         if (!verdicts.isEmpty()) {
             rows.replaceAll(row -> row.checked(verdicts));
+        }
+        if (!fallbacks.isEmpty()) {
+            rows.replaceAll(row -> row.fellBack(fallbacks.get(row.path)));
         }
         if (plan.isEnabled()) {
             Map<String, Integer> segments = plan.segmentOfStage(root);
@@ -349,6 +365,20 @@ public final class PrecisionSummary {
             }
             CastCategory now = anyChecked && !anyLow ? CastCategory.FP32 : category;
             return new Row(path, block, now, parameters, String.join("; ", findings), segment);
+        }
+
+        /** This row in fp32 for {@code reason}, where the engine's autocast could not run it. */
+        Row fellBack(String reason) {
+            if (reason == null || category != CastCategory.LOW) {
+                return this;
+            }
+            return new Row(
+                    path,
+                    block,
+                    CastCategory.FP32,
+                    parameters,
+                    "the engine's autocast could not run it here, so it runs in fp32: " + reason,
+                    segment);
         }
 
         /**

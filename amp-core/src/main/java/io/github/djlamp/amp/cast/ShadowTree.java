@@ -38,6 +38,7 @@ import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.Function;
 
 /**
@@ -91,8 +92,23 @@ final class ShadowTree {
             CheckpointPlan plan,
             CheckpointTape tape,
             CompiledRuns compiling) {
+        return build(blocks, release, plan, tape, compiling, new ConcurrentHashMap<>());
+    }
+
+    /**
+     * Builds the shadow of a tree as {@link #build(ModelPlan, IntermediateRelease, CheckpointPlan,
+     * CheckpointTape, CompiledRuns)} does, its engine-autocast stages putting into {@code
+     * fallbacks} the reason each turns to fp32 for good, by its path.
+     */
+    static Block build(
+            ModelPlan blocks,
+            IntermediateRelease release,
+            CheckpointPlan plan,
+            CheckpointTape tape,
+            CompiledRuns compiling,
+            Map<String, String> fallbacks) {
         PrecisionPolicy policy = blocks.getPolicy();
-        Builder builder = new Builder(blocks, release, plan, tape, compiling);
+        Builder builder = new Builder(blocks, release, plan, tape, compiling, fallbacks);
         Block shadow = builder.shadowOf(blocks.getRoot(), "");
         if (builder.segmentsBuilt != plan.segmentCount()) {
             List<String> missing = new ArrayList<>(plan.sequences());
@@ -118,6 +134,7 @@ final class ShadowTree {
         private final CheckpointPlan plan;
         private final CheckpointTape tape;
         private final CompiledRuns compiling;
+        private final Map<String, String> fallbacks;
         private final List<String> sequencesBuilt = new ArrayList<>();
         private int segmentsBuilt;
 
@@ -126,8 +143,10 @@ final class ShadowTree {
                 IntermediateRelease release,
                 CheckpointPlan plan,
                 CheckpointTape tape,
-                CompiledRuns compiling) {
+                CompiledRuns compiling,
+                Map<String, String> fallbacks) {
             this.blocks = blocks;
+            this.fallbacks = fallbacks;
             this.release = release;
             this.plan = plan;
             this.tape = tape;
@@ -209,7 +228,7 @@ final class ShadowTree {
         String path = planned.getPath();
         CastCategory category = planned.getCategory();
         if (planned.getStrategy() == BlockPlan.Strategy.ENGINE_AUTOCAST) {
-            return new AutocastStage(block, path, release);
+            return new AutocastStage(block, path, release, builder.fallbacks::put);
         }
         if (planned.getStrategy() == BlockPlan.Strategy.STAGE) {
             requireBf16Safe(block, path, category, planned.getBf16Hazard(), policy);

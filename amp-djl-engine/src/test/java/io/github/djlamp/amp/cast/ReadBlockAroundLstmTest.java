@@ -20,6 +20,7 @@ import ai.djl.util.Pair;
 import ai.djl.util.PairList;
 import io.github.djlamp.amp.Amp;
 import io.github.djlamp.amp.cast.strategy.AutocastStage;
+import io.github.djlamp.amp.policy.CastCategory;
 import io.github.djlamp.amp.policy.Precision;
 import org.junit.jupiter.api.Test;
 
@@ -84,9 +85,16 @@ class ReadBlockAroundLstmTest {
                             + (stage.fallbackReason() == null
                                     ? "bf16 under autocast"
                                     : "fp32 after the engine refused: " + stage.fallbackReason()));
+            // the summary says what ran (it said bf16 after the engine's refusal)
+            PrecisionSummary.Row row =
+                    wrapped.getPrecisionSummary(manager.getDevice(), manager).getRows().get(0);
+            System.out.println("its summary row: " + row.getCategory() + ", " + row.getReason());
             if (stage.fallbackReason() != null) {
+                assertEquals(CastCategory.FP32, row.getCategory());
+                assertTrue(row.getReason().contains(stage.fallbackReason()), row.getReason());
                 assertArrayEquals(fp32, low, 0f, "the fp32 run is plain DJL's, bitwise");
             } else {
+                assertEquals(CastCategory.LOW, row.getCategory());
                 assertEquals(Precision.BF16, stage.lastComputedPrecision());
                 assertEquals(fp32.length, low.length);
                 for (int i = 0; i < fp32.length; i++) {

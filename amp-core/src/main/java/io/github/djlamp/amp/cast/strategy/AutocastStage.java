@@ -10,6 +10,7 @@ import ai.djl.util.PairList;
 import io.github.djlamp.amp.policy.DefaultCastRules;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.spi.AmpBackend;
+import java.util.function.BiConsumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -40,6 +41,7 @@ public final class AutocastStage extends ShadowBlock {
 
     private final String path;
     private final StageRelease release;
+    private final BiConsumer<String, String> fallbacks;
     private volatile String fallback;
     private volatile Precision lastComputed;
     private volatile boolean refusalAsked;
@@ -52,11 +54,15 @@ public final class AutocastStage extends ShadowBlock {
      * @param inner the block the engine's autocast runs
      * @param path its path in the tree
      * @param release drops the handles to the casts the stage consumed
+     * @param fallbacks told the path and the reason once, when the stage turns to fp32 for good
+     *     (the precision summary shows what ran)
      */
-    public AutocastStage(Block inner, String path, StageRelease release) {
+    public AutocastStage(
+            Block inner, String path, StageRelease release, BiConsumer<String, String> fallbacks) {
         super(inner);
         this.path = path;
         this.release = release;
+        this.fallbacks = fallbacks;
     }
 
     /** {@inheritDoc} */
@@ -96,7 +102,7 @@ public final class AutocastStage extends ShadowBlock {
                 refusalAsked ? null : backend.engineAutocastRefusal(inner, device, precision);
         refusalAsked = true;
         if (refusal != null) {
-            fallback = refusal;
+            fallBack(refusal);
             logger.warn(
                     "djl-amp: {} ({}) computes in fp32 on {}: {}. Override it as fp32 in the"
                             + " policy to silence this.",
@@ -110,7 +116,7 @@ public final class AutocastStage extends ShadowBlock {
         try {
             if (!checkedAt(inputs)
                     && !casting.engineAutocastRunsLow(inner, path, inputs, training, params)) {
-                fallback = "its check against fp32 found it wrong on this machine";
+                fallBack("its check against fp32 found it wrong on this machine");
                 return forwardFp32(casting, inputs, training, params);
             }
             computed =
@@ -127,7 +133,7 @@ public final class AutocastStage extends ShadowBlock {
                                             params));
         } catch (EngineException e) {
             NDList outputs = forwardFp32(casting, inputs, training, params);
-            fallback = e.getMessage();
+            fallBack(e.getMessage());
             logger.warn(
                     "djl-amp: {} ({}) computes in fp32: the engine cannot run it under its {}"
                             + " autocast on this machine ({}). Nothing to change; override it as"
@@ -143,6 +149,11 @@ public final class AutocastStage extends ShadowBlock {
         NDList outputs = casting.toFp32(computed, known);
         release.closeConsumed(computed, inputs, outputs);
         return outputs;
+    }
+
+    private void fallBack(String reason) {
+        fallback = reason;
+        fallbacks.accept(path, reason);
     }
 
     /**
