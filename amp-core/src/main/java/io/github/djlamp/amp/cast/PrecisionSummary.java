@@ -272,15 +272,24 @@ public final class PrecisionSummary {
         String low = policy.getComputePrecision().canonicalName();
         StringBuilder sb =
                 new StringBuilder(
-                        String.format(
-                                Locale.ROOT,
-                                "%s: %.0f%% of %d parameters compute in %s; %d of %d units in fp32",
-                                policy,
-                                100 * getLowShare(),
-                                allParameters,
-                                low,
-                                getFp32Units(),
-                                rows.size()));
+                        policy.getComputePrecision() == Precision.FP32
+                                // nothing is 16-bit: "0% of them in float32" said the opposite
+                                ? String.format(
+                                        Locale.ROOT,
+                                        "%s: all %d parameters compute in fp32, in %d units",
+                                        policy,
+                                        allParameters,
+                                        rows.size())
+                                : String.format(
+                                        Locale.ROOT,
+                                        "%s: %.0f%% of %d parameters compute in %s; %d of %d units"
+                                                + " in fp32",
+                                        policy,
+                                        100 * getLowShare(),
+                                        allParameters,
+                                        low,
+                                        getFp32Units(),
+                                        rows.size()));
         for (Row row : rows) {
             String precision =
                     row.category == CastCategory.LOW

@@ -12,6 +12,7 @@ import ai.djl.nn.norm.BatchNorm;
 import ai.djl.nn.norm.Dropout;
 import ai.djl.nn.norm.LayerNorm;
 import ai.djl.nn.recurrent.RecurrentBlock;
+import ai.djl.nn.transformer.IdEmbedding;
 import io.github.djlamp.amp.bytecode.KnownLambdas;
 import java.lang.reflect.Method;
 import java.util.ArrayList;
@@ -156,7 +157,7 @@ public final class DefaultCastRules {
                             CastCategory.FP32),
                     new Rule(
                             "embedding: a lookup, nothing to gain in 16 bits",
-                            b -> b instanceof AbstractEmbedding,
+                            b -> b instanceof AbstractEmbedding || b instanceof IdEmbedding,
                             CastCategory.FP32),
                     new Rule(
                             "recurrent layer the engine's autocast does not run: kept in fp32",

@@ -23,6 +23,18 @@ import org.junit.jupiter.api.Test;
 /** The per-unit summary says what stays fp32 and why, joins included. */
 class PrecisionSummaryTest {
 
+    /** Under float32 the header said "0% of N parameters compute in float32" (DJL's TicTacToe). */
+    @Test
+    void underFloat32TheHeaderSaysEverythingComputesInFp32() {
+        String header =
+                PrecisionSummary.of(SqueezeNet.squeezenet(10), PrecisionPolicy.parse("float32"))
+                        .toString()
+                        .lines()
+                        .findFirst()
+                        .orElseThrow();
+        assertTrue(header.startsWith("float32: all 0 parameters compute in fp32, in "), header);
+    }
+
     @Test
     void modelZooNetsWithKnownJoinsHaveNoFp32Unit() {
         for (Block net : new Block[] {GoogLeNet.builder().build(), SqueezeNet.squeezenet(10)}) {

@@ -30,6 +30,7 @@ import ai.djl.nn.recurrent.LSTM;
 import ai.djl.nn.recurrent.RNN;
 import ai.djl.nn.transformer.BertBlock;
 import ai.djl.nn.transformer.BertNextSentenceBlock;
+import ai.djl.nn.transformer.IdEmbedding;
 import ai.djl.nn.transformer.PointwiseFeedForwardBlock;
 import ai.djl.nn.transformer.ScaledDotProductAttentionBlock;
 import ai.djl.nn.transformer.TransformerEncoderBlock;
@@ -175,6 +176,11 @@ class DefaultCastRulesTest {
                         .setEmbeddingSize(4)
                         .build();
         assertCategory(CastCategory.FP32, embedding, "embedding");
+        // BERT's embeddings are no AbstractEmbedding: they were given the transformer rule's
+        // reason ("uses softmax and layer normalization"; DJL's TrainBertOnGoemotions)
+        Block bertTokens =
+                new IdEmbedding.Builder().setDictionarySize(10).setEmbeddingSize(4).build();
+        assertCategory(CastCategory.FP32, bertTokens, "embedding: a lookup");
     }
 
     @Test
