@@ -1,6 +1,7 @@
 package io.github.djlamp.amp.cast;
 
 import ai.djl.nn.Block;
+import ai.djl.nn.LambdaBlock;
 import ai.djl.nn.recurrent.RecurrentBlock;
 import io.github.djlamp.amp.cast.checkpoint.CheckpointPlan;
 import io.github.djlamp.amp.policy.BlockPlan;
@@ -126,8 +127,29 @@ final class Fp32FallbackWarning {
                     + ".";
         }
         if (planned.getStrategy() == BlockPlan.Strategy.ENGINE_AUTOCAST) {
-            return "Nothing to change: where the engine can run it under its autocast (a GPU, a CPU"
-                    + " with bf16 instructions), it computes in 16 bits.";
+            return "Nothing to change: where the engine can run it under its autocast ("
+                    + (plan.getPolicy().getComputePrecision() == Precision.BF16
+                            ? "a GPU, a CPU with bf16 instructions"
+                            : "a GPU")
+                    + "), it computes in 16 bits.";
+        }
+        if (planned.getCategory() == CastCategory.FP32 && first instanceof LambdaBlock) {
+            return "A lambda whose code djl-amp cannot read as safe on bf16 arrays may call softmax,"
+                    + " so it is kept in fp32: write it as a method reference to DJL's functions,"
+                    + " or as array operations djl-amp knows (README, \"Lambdas and speed\"), or"
+                    + " move its code into a block class of your own that implements"
+                    + " io.github.djlamp.amp.policy.LowPrecisionSafe.";
+        }
+        if (planned.getCategory() == CastCategory.FP32
+                && first.getClass().getName().startsWith("ai.djl.")) {
+            // vouching for DJL's own block would put what the rule keeps in fp32 in 16 bits
+            return "'"
+                    + (planned.getPath().isEmpty() ? "root" : planned.getPath())
+                    + "' is DJL's own "
+                    + first.getClass().getSimpleName()
+                    + ", which djl-amp keeps in fp32 ("
+                    + planned.getReason()
+                    + "): nothing to change.";
         }
         if (first instanceof RecurrentBlock) {
             return "DJL's LSTM and RNN compute in 16 bits under the engine's own autocast where the"

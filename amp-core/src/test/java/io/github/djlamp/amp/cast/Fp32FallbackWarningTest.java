@@ -1,8 +1,10 @@
 package io.github.djlamp.amp.cast;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import ai.djl.nn.Block;
 import ai.djl.nn.SequentialBlock;
 import ai.djl.nn.core.Linear;
 import io.github.djlamp.amp.policy.ModelPlan;
@@ -94,6 +96,43 @@ class Fp32FallbackWarningTest {
                 ai.djl.ndarray.types.Shape[] inputShapes) {
             return inputShapes;
         }
+    }
+
+    /**
+     * DJL's own block that a rule keeps in fp32 for its numerics (BERT's masked-language-model head
+     * calls logSoftmax): vouching for it would put that in 16 bits, and the advice said to (DJL's
+     * TrainBertOnGoemotions at a large vocabulary). A lambda of unknown content is told how to
+     * write it, not to vouch for every LambdaBlock.
+     */
+    @Test
+    void djlsOwnFp32BlocksAndLambdasAreNotToldToVouch() {
+        Block head =
+                new ai.djl.nn.transformer.BertMaskedLanguageModelBlock(
+                        ai.djl.nn.transformer.BertBlock.builder()
+                                .micro()
+                                .setTokenDictionarySize(100)
+                                .build(),
+                        ai.djl.nn.Activation::gelu);
+        Block lambda =
+                new ai.djl.nn.LambdaBlock(x -> io.github.djlamp.amp.policy.UnknownCode.same(x));
+        SequentialBlock model =
+                new SequentialBlock()
+                        .add(head)
+                        .add(lambda)
+                        .add(Linear.builder().setUnits(2).build());
+        ModelPlan plan = ModelPlan.of(PrecisionPolicy.parse("mixed_bfloat16"), model, b -> false);
+        ArithmeticShare share = new ArithmeticShare(Precision.BF16);
+        share.recordProduct("01BertMaskedLanguageModelBlock", "MLM", Precision.FP32, 9000);
+        share.recordProduct("03Linear", "Linear", Precision.BF16, 1000);
+        String advice = Fp32FallbackWarning.advice(plan, share.getFp32Units());
+        assertFalse(advice.contains("=trusted]"), advice);
+        assertTrue(advice.contains("DJL's own BertMaskedLanguageModelBlock"), advice);
+
+        ArithmeticShare lambdaFirst = new ArithmeticShare(Precision.BF16);
+        lambdaFirst.recordProduct("02LambdaBlock", "Lambda", Precision.FP32, 9000);
+        String forLambda = Fp32FallbackWarning.advice(plan, lambdaFirst.getFp32Units());
+        assertFalse(forLambda.contains("=trusted]"), forLambda);
+        assertTrue(forLambda.contains("Lambdas and speed"), forLambda);
     }
 
     /** A layer the policy keeps in fp32 by its own rule: the usual advice. */

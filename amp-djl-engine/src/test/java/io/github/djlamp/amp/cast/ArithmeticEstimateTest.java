@@ -7,9 +7,12 @@ import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.NDManager;
 import ai.djl.ndarray.types.DataType;
 import ai.djl.ndarray.types.Shape;
+import ai.djl.nn.Activation;
 import ai.djl.nn.Block;
 import ai.djl.nn.SequentialBlock;
 import ai.djl.nn.core.Linear;
+import ai.djl.nn.transformer.BertBlock;
+import ai.djl.nn.transformer.BertMaskedLanguageModelBlock;
 import ai.djl.nn.transformer.IdEmbedding;
 import io.github.djlamp.amp.policy.Precision;
 import org.junit.jupiter.api.Test;
@@ -36,6 +39,39 @@ class ArithmeticEstimateTest {
             // 2 x 24 weight elements x 24 positions
             assertEquals(2 * 24 * 24, share.getFlops(), share.toString());
             assertTrue(share.isMostlyFp32(), "the WARN names the unit: " + share);
+        }
+    }
+
+    /**
+     * BERT's masked-language-model head is handed the token table as an input: its rows are not
+     * positions. Counted as it computes: G gathered tokens projected (E x E), then multiplied with
+     * the table (D x E).
+     */
+    @Test
+    void bertsMaskedLanguageModelHeadIsCountedAsItComputes() {
+        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+            int width = 8;
+            int dictionary = 500;
+            BertBlock bert =
+                    BertBlock.builder()
+                            .micro()
+                            .optEmbeddingSize(width)
+                            .setTokenDictionarySize(dictionary)
+                            .build();
+            Block head = new BertMaskedLanguageModelBlock(bert, Activation::gelu);
+            Shape sequence = new Shape(2, 16, width);
+            Shape masked = new Shape(2, 3);
+            Shape table = new Shape(dictionary, width);
+            head.initialize(manager, DataType.FLOAT32, sequence, masked, table);
+            NDList inputs =
+                    new NDList(
+                            manager.ones(sequence),
+                            manager.zeros(masked, DataType.INT32),
+                            manager.ones(table));
+            ArithmeticShare share = new ArithmeticShare(Precision.BF16);
+            share.record("02mlm", head, Precision.FP32, inputs, new NDList());
+            // 6 gathered tokens: 2 x 6 x 8 x (8 + 500)
+            assertEquals(2L * 6 * width * (width + dictionary), share.getFlops(), share.toString());
         }
     }
 
