@@ -9,6 +9,7 @@ import ai.djl.training.listener.TrainingListenerAdapter;
 import io.github.djlamp.amp.cast.ArithmeticShare;
 import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.scale.LossScaler;
+import java.lang.ref.WeakReference;
 import java.util.ArrayList;
 import java.util.List;
 import org.slf4j.Logger;
@@ -42,6 +43,7 @@ public final class AmpTrainingListener extends TrainingListenerAdapter {
     private float epochMaxScale;
     private int epoch;
     private boolean logging = true;
+    private WeakReference<Trainer> announcedTo = new WeakReference<>(null);
 
     /**
      * Creates the listener.
@@ -90,7 +92,11 @@ public final class AmpTrainingListener extends TrainingListenerAdapter {
     public void onTrainingBegin(Trainer trainer) {
         session.attach(trainer);
         LossScaler scaler = session.getScaler();
-        if (!logging) {
+        // DJL's Trainer announces the beginning itself, and loops that follow DJL's examples
+        // (TrainTicTacToe) announce it again: one line per trainer
+        boolean announced = announcedTo.get() == trainer;
+        announcedTo = new WeakReference<>(trainer);
+        if (!logging || announced) {
             startEpoch();
             return;
         }
