@@ -11,6 +11,7 @@ import ai.djl.nn.norm.LayerNorm;
 import ai.djl.nn.recurrent.RecurrentBlock;
 import ai.djl.nn.transformer.ScaledDotProductAttentionBlock;
 import ai.djl.nn.transformer.TransformerEncoderBlock;
+import ai.djl.training.ParameterStore;
 import ai.djl.training.Trainer;
 import ai.djl.training.listener.SaveModelTrainingListener;
 import ai.djl.training.optimizer.Adam;
@@ -69,6 +70,7 @@ public final class DjlSeam {
                     new FieldSpec(
                             TransformerEncoderBlock.class, "fullyConnectedDropout", Dropout.class),
                     new FieldSpec(Trainer.class, "gradientsChecked", boolean.class),
+                    new FieldSpec(Trainer.class, "parameterStore", ParameterStore.class),
                     new FieldSpec(SaveModelTrainingListener.class, "outputDir", String.class),
                     new FieldSpec(SaveModelTrainingListener.class, "onSaveModel", Consumer.class),
                     new FieldSpec(SaveModelTrainingListener.class, "epoch", int.class),
@@ -148,6 +150,18 @@ public final class DjlSeam {
      */
     public static void skipFirstGradientCheck(Trainer trainer) {
         write(trainer, Trainer.class, "gradientsChecked", true);
+    }
+
+    /**
+     * Returns a trainer's own parameter store, which DJL keeps in a private field: the store its
+     * {@code step()} updates the parameters of.
+     *
+     * @param trainer the trainer
+     * @return its store
+     * @throws AmpException if this DJL version has no such field
+     */
+    public static ParameterStore parameterStore(Trainer trainer) {
+        return (ParameterStore) read(trainer, Trainer.class, "parameterStore");
     }
 
     /**

@@ -127,7 +127,7 @@ public final class AmpSession implements AutoCloseable {
         attached = next;
         easyTrainCapture = new EasyTrainCapture(this, trainer);
         block.getTrainingLink().setStepInForward(easyTrainCapture);
-        firstStepCheck.takeOver(trainer);
+        firstStepCheck.takeOver(trainer, block.getTrainingLink());
         trainerClosed = false;
         accumulation.dropOpenWindow();
         verdict.reset();
@@ -387,7 +387,7 @@ public final class AmpSession implements AutoCloseable {
     /** Whether forward passes left checkpointed segments that no step has recomputed. */
     /** At a step's first update: see {@link FirstStepGradientCheck}. */
     void checkFirstStepGradients() {
-        firstStepCheck.check(attached.trainer(), trainable);
+        firstStepCheck.check(attached.trainer(), trainable, block.getTrainingLink());
     }
 
     boolean hasCheckpointsPending() {

@@ -7,6 +7,7 @@ import ai.djl.training.ParameterStore;
 import ai.djl.util.PairList;
 import io.github.djlamp.amp.spi.AmpBackend;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Consumer;
 import java.util.function.Supplier;
 
 /**
@@ -29,6 +30,7 @@ public final class TrainingLink {
     private volatile int treeVersion;
     private volatile Runnable beforeSave;
     private volatile StepInForward stepInForward;
+    private volatile Consumer<ParameterStore> nextTrainingForward;
     private final Runnable afterStep;
 
     /**
@@ -181,10 +183,25 @@ public final class TrainingLink {
             ParameterStore store, Block block, Device device, AmpBackend backend) {
         trainingForwards.incrementAndGet();
         trainingStore = store;
+        Consumer<ParameterStore> next = nextTrainingForward;
+        if (next != null) {
+            nextTrainingForward = null;
+            next.accept(store);
+        }
         BufferSnapshot snapshot = bufferSnapshot;
         if (snapshot != null) {
             snapshot.take(store, block, device, backend);
         }
+    }
+
+    /**
+     * Hands the store of the next training forward pass to {@code action}, once (a pass running on
+     * another thread meanwhile may hand it too).
+     *
+     * @param action what to tell, or null for nothing
+     */
+    public void onNextTrainingForward(Consumer<ParameterStore> action) {
+        nextTrainingForward = action;
     }
 
     /** Notes that the user changed the wrapped tree: what lists its parameters lists them again. */
