@@ -71,7 +71,10 @@ final class SessionChecks {
             throw new IllegalStateException(
                     "The optimizer ran before djl-amp checked the gradients: with EasyTrain keep"
                             + " the AmpTrainingListener that Amp.configure adds; in a custom loop"
-                            + " end each step with AmpSession.step() instead of trainer.step()");
+                            + " end each step with AmpSession.step() instead of trainer.step(),"
+                            + " and where the loop clips or reads the gradients before it (a"
+                            + " gradClipping), call amp.unscaleGradients() first: until then they"
+                            + " are multiplied by the loss scale");
         }
     }
 }
