@@ -164,7 +164,8 @@ final class Fp32FallbackWarning {
                             planned.getPath(),
                             (b, p) -> b == first || plan.getPolicy().trusts(b, p));
             if (hazard != null) {
-                return "Vouching for it would be refused in bfloat16: it reaches "
+                return "Vouching for it would be refused in bfloat16: it reaches a block djl-amp"
+                        + " does not hand bf16 arrays, "
                         + hazard
                         + ". Under float16 it may be vouched for, if its own code makes its arrays"
                         + " in its input's type: Amp.wrap(block, \"mixed_float16[class:"
