@@ -43,6 +43,7 @@ public final class ArithmeticShare {
 
     private final Precision compute;
     private final Map<String, Unit> units = new LinkedHashMap<>();
+    private volatile boolean deferred;
 
     ArithmeticShare(Precision compute) {
         this.compute = compute;
@@ -81,6 +82,16 @@ public final class ArithmeticShare {
             }
         }
         return false;
+    }
+
+    /** Marks this count as not what later forwards run: the next forward counts again. */
+    void defer() {
+        deferred = true;
+    }
+
+    /** Whether a stage ran this forward otherwise than later ones will ({@link #defer}). */
+    boolean isDeferred() {
+        return deferred;
     }
 
     /** Records a product that is not a layer's, such as attention's. */

@@ -103,6 +103,14 @@ final class CastingParameterStore extends StageStore implements SegmentStore {
         this.arithmetic = share;
     }
 
+    /** The next forward counts the arithmetic instead of this one. */
+    @Override
+    public void deferArithmetic() {
+        if (arithmetic != null) {
+            arithmetic.defer();
+        }
+    }
+
     /** Records a stage's arithmetic where this forward counts it. */
     @Override
     public void recordArithmetic(

@@ -180,6 +180,22 @@ final class Fp32FallbackWarning {
                                 || first.getClass().getName().startsWith("ai.djl.")
                         ? ""
                         : "djl-amp read its code and stopped: " + unread + ". ";
+        String composite =
+                first.getChildren().isEmpty()
+                        ? ""
+                        : " A composite whose code calls methods of its children or makes arrays"
+                                + " of its own (a mask, a state) can run whole under the engine's"
+                                + " autocast instead, checked against fp32 at its first forward"
+                                + (plan.getPolicy().getComputePrecision() == Precision.BF16
+                                        ? " (in float16: in bfloat16 unread code may end the JVM)"
+                                        : "")
+                                + ": Amp.wrap(block, \""
+                                + (plan.getPolicy().getComputePrecision() == Precision.BF16
+                                        ? "mixed_float16"
+                                        : plan.getPolicy().getName())
+                                + "[class:"
+                                + first.getClass().getName()
+                                + "=autocast]\").";
         return reading
                 + "For a block of your own that calls no softmax or logSoftmax, implement"
                 + " io.github.djlamp.amp.policy.LowPrecisionSafe, or vouch for its class in one"
@@ -187,6 +203,7 @@ final class Fp32FallbackWarning {
                 + plan.getPolicy().getName()
                 + "[class:"
                 + first.getClass().getName()
-                + "=trusted]\").";
+                + "=trusted]\")."
+                + composite;
     }
 }

@@ -449,7 +449,9 @@ public final class MixedPrecisionBlock extends ForwardingBlock {
                 labels == null
                         ? r.shadow().forward(casting, inputs, training, params)
                         : r.shadow().forward(casting, inputs, labels, params);
-        if (counting != null && arithmetic.putIfAbsent(device, counting) == null) {
+        if (counting != null
+                && !counting.isDeferred()
+                && arithmetic.putIfAbsent(device, counting) == null) {
             Fp32FallbackWarning.warnIfAny(r.plan(), counting);
         }
         NDList fp32 =

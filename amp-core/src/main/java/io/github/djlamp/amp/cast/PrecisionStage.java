@@ -176,7 +176,7 @@ final class PrecisionStage extends ShadowBlock {
             boolean training,
             PairList<String, Object> params) {
         return switch (category) {
-            case LOW, TRUSTED -> forwardLow(casting, inputs, labels, training, params);
+            case LOW, TRUSTED, AUTOCAST -> forwardLow(casting, inputs, labels, training, params);
             case FP32 -> forwardFp32(casting, inputs, labels, training, params);
             case PASS_THROUGH -> forwardPassThrough(casting, inputs, labels, training, params);
             case CONTAINER ->

@@ -31,6 +31,7 @@ import io.github.djlamp.amp.policy.BlockPlan;
 import io.github.djlamp.amp.policy.CastCategory;
 import io.github.djlamp.amp.policy.LowPrecisionSafe;
 import io.github.djlamp.amp.policy.ModelPlan;
+import io.github.djlamp.amp.policy.Precision;
 import io.github.djlamp.amp.policy.PrecisionPolicy;
 import io.github.djlamp.amp.spi.AmpBackends;
 import java.util.ArrayList;
@@ -228,6 +229,7 @@ final class ShadowTree {
         String path = planned.getPath();
         CastCategory category = planned.getCategory();
         if (planned.getStrategy() == BlockPlan.Strategy.ENGINE_AUTOCAST) {
+            requireAutocastOverrideSafe(block, path, policy);
             return new AutocastStage(block, path, release, builder.fallbacks::put);
         }
         if (planned.getStrategy() == BlockPlan.Strategy.STAGE) {
@@ -378,6 +380,33 @@ final class ShadowTree {
      * unknown content may call them. An override on a container reaches everything inside it, so
      * all of it is checked, joins included ({@link BlockPlan#getBf16Hazard()}).
      */
+    /**
+     * The {@code autocast} override runs code djl-amp cannot read on the arrays the engine's
+     * autocast makes; in bf16 DJL's PyTorch engine terminates the JVM where such code calls softmax
+     * or logSoftmax on one (it cannot express bf16), and attention code does.
+     */
+    private static void requireAutocastOverrideSafe(
+            Block block, String path, PrecisionPolicy policy) {
+        if (policy.autocasts(block, path)
+                && policy.getComputePrecision() == Precision.BF16
+                && !(block instanceof LowPrecisionSafe)) {
+            throw new AmpException(
+                    "The policy "
+                            + policy
+                            + " runs '"
+                            + (path.isEmpty() ? "the root block" : path)
+                            + "' ("
+                            + block.getClass().getName()
+                            + ") whole under the engine's bfloat16 autocast, on code djl-amp cannot"
+                            + " read: where that code calls softmax or logSoftmax on a bf16 array"
+                            + " (attention does), DJL's PyTorch engine terminates the JVM ("
+                            + DjlSeam.testedDjlVersions()
+                            + "). Use the override under mixed_float16, or let the block's class"
+                            + " implement io.github.djlamp.amp.policy.LowPrecisionSafe if its code"
+                            + " calls neither and hands no array's getDataType() to DJL.");
+        }
+    }
+
     private static void requireBf16Safe(
             Block block,
             String path,

@@ -9,8 +9,8 @@ import java.util.Locale;
  * <p>A {@link PrecisionPolicy} assigns a category to every block (see {@link
  * PrecisionPolicy#categoryOf(ai.djl.nn.Block, String)}). The three leaf categories can be set by
  * overrides and are written {@code low}, {@code fp32} and {@code pass_through} in policy strings
- * and config maps, and {@code trusted} (LOW on the user's word); {@link #CONTAINER} is assigned by
- * djl-amp only.
+ * and config maps, and {@code trusted} (LOW on the user's word) and {@code autocast} (whole under
+ * the engine's autocast, checked); {@link #CONTAINER} is assigned by djl-amp only.
  */
 public enum CastCategory {
     /**
@@ -49,6 +49,20 @@ public enum CastCategory {
      * INFO line. Resolves to {@link #LOW} in {@link PrecisionPolicy#categoryOf}.
      */
     TRUSTED("trusted"),
+
+    /**
+     * The block runs whole under the engine's own autocast ({@code
+     * mixed_float16[class:com.example.EncoderDecoder=autocast]}), which casts each operation's
+     * operands as it runs (matrix products in 16 bits, softmax and reductions in fp32): for a
+     * composite of the user's own whose code djl-amp cannot read (it calls methods of its own
+     * children) and which a 16-bit unit cannot run (its code makes fp32 arrays that meet the unit's
+     * 16-bit ones). Its first forward of each input signature is checked whole against fp32,
+     * forward and backward, as the engine's other autocast blocks are; a failure runs it in fp32.
+     * Under bf16 it is refused at the wrapper's first forward unless the block's class implements
+     * {@link LowPrecisionSafe}: DJL's PyTorch engine terminates the JVM where unread code calls
+     * softmax on a bf16 array. Resolves to {@link #LOW} in {@link PrecisionPolicy#categoryOf}.
+     */
+    AUTOCAST("autocast"),
 
     /**
      * A block djl-amp does not run as a unit but descends into, resolving each child on its own:
@@ -95,7 +109,7 @@ public enum CastCategory {
      */
     public Precision inputPrecision(Precision computePrecision) {
         return switch (this) {
-            case LOW, TRUSTED -> computePrecision;
+            case LOW, TRUSTED, AUTOCAST -> computePrecision;
             case FP32 -> Precision.FP32;
             case PASS_THROUGH, CONTAINER -> null;
         };
@@ -132,9 +146,17 @@ public enum CastCategory {
     /**
      * Returns the overridable category names, for messages.
      *
-     * @return {@code low, fp32, pass_through}
+     * @return {@code low, fp32, pass_through, trusted, autocast}
      */
     static String validNames() {
-        return LOW.configName + ", " + FP32.configName + ", " + PASS_THROUGH.configName;
+        return LOW.configName
+                + ", "
+                + FP32.configName
+                + ", "
+                + PASS_THROUGH.configName
+                + ", "
+                + TRUSTED.configName
+                + ", "
+                + AUTOCAST.configName;
     }
 }

@@ -120,9 +120,11 @@ public final class ModelPlan {
                     BlockPlan.Strategy.ENGINE_AUTOCAST,
                     category,
                     CastCategory.LOW,
-                    engineAutocast.test(block)
-                            ? DefaultCastRules.ENGINE_AUTOCAST_REASON
-                            : DefaultCastRules.READ_AROUND_ENGINE_CODE_REASON,
+                    policy.autocasts(block, path)
+                            ? "override: the engine's autocast runs it whole"
+                            : engineAutocast.test(block)
+                                    ? DefaultCastRules.ENGINE_AUTOCAST_REASON
+                                    : DefaultCastRules.READ_AROUND_ENGINE_CODE_REASON,
                     ruleReason,
                     null,
                     false,
@@ -186,6 +188,9 @@ public final class ModelPlan {
             Predicate<Block> engineAutocast) {
         if (precision == null || !precision.isReduced()) {
             return false;
+        }
+        if (policy.autocasts(block, path)) {
+            return true; // the user's override
         }
         if (category == CastCategory.FP32 && policy.overrides(block, path)) {
             return false; // the user's fp32 override wins

@@ -239,7 +239,7 @@ public final class PrecisionPolicy {
      */
     public CastCategory categoryOf(Block block, String path) {
         CastCategory category = overrides.categoryOf(block, path);
-        if (category == CastCategory.TRUSTED) {
+        if (category == CastCategory.TRUSTED || category == CastCategory.AUTOCAST) {
             category = CastCategory.LOW;
         }
         if (category == null) {
@@ -261,6 +261,18 @@ public final class PrecisionPolicy {
      */
     public boolean trusts(Block block, String path) {
         return overrides.categoryOf(block, path) == CastCategory.TRUSTED;
+    }
+
+    /**
+     * Returns whether an override runs a block whole under the engine's autocast: {@link
+     * CastCategory#AUTOCAST}.
+     *
+     * @param block the block
+     * @param path its path, or null when unknown
+     * @return true when the override that applies to it is AUTOCAST
+     */
+    public boolean autocasts(Block block, String path) {
+        return overrides.categoryOf(block, path) == CastCategory.AUTOCAST;
     }
 
     /**

@@ -89,7 +89,13 @@ final class StageRun {
             Supplier<NDList> forward =
                     () -> block.forward(new FixedParameterStore(way, values), call, false, params);
             NDList outputs = wrapping == null ? forward.get() : wrapping.around(forward);
-            outputs.attach(way);
+            for (NDArray output : outputs) {
+                // a block may hand an input on as an output (d2l-java's decoders return the valid
+                // lengths they were given): that array is the caller's, and the next run uses it
+                if (!isInput(output, call)) {
+                    output.attach(way);
+                }
+            }
             NDList floating = new NDList();
             NDList differentiable = new NDList();
             NDList cotangents = new NDList();
@@ -128,6 +134,15 @@ final class StageRun {
             }
             return results;
         }
+    }
+
+    private static boolean isInput(NDArray array, NDList inputs) {
+        for (NDArray input : inputs) {
+            if (input == array) {
+                return true;
+            }
+        }
+        return false;
     }
 
     private NDArray fp32(NDArray array) {

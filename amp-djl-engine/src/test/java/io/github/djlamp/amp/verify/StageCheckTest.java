@@ -191,6 +191,42 @@ class StageCheckTest {
                         null);
     }
 
+    /**
+     * A block that hands an input on as an output (d2l-java's decoders return the valid lengths
+     * they were given): the check's first run took that array for its own and freed it, and the
+     * second run met it released ("Native resource has been released already").
+     */
+    @Test
+    void anInputHandedOnAsAnOutputStaysTheCallers() {
+        try (NDManager manager = NDManager.newBaseManager("PyTorch")) {
+            AmpBackend backend = AmpBackends.forManager(manager);
+            Block mlp = mlp(manager);
+            Block handsOn =
+                    new ParallelBlock(
+                            outputs -> new NDList(outputs.get(0).head(), outputs.get(1).head()),
+                            List.of(
+                                    new SequentialBlock()
+                                            .add(new LambdaBlock(x -> new NDList(x.head())))
+                                            .add(mlp),
+                                    new LambdaBlock(x -> new NDList(x.get(1)))));
+            NDArray lengths = manager.create(new int[] {3, 4, 5, 6, 7, 8, 1, 2});
+            NDList inputs = new NDList(manager.randomNormal(INPUT), lengths);
+            KernelVerdict verdict =
+                    new KernelVerifier(backend)
+                            .stageVerdict(
+                                    handsOn,
+                                    "hands on",
+                                    inputs,
+                                    new ParameterStore(manager, false),
+                                    true,
+                                    Precision.BF16,
+                                    null);
+            assertNotEquals(
+                    KernelVerdict.Outcome.NOT_CHECKED, verdict.getOutcome(), verdict.toString());
+            assertEquals(8, lengths.toIntArray().length, "the caller's array is still there");
+        }
+    }
+
     static Block mlp(NDManager manager) {
         Engine.getInstance().setRandomSeed(5);
         Block block =

@@ -5,6 +5,7 @@ import ai.djl.engine.EngineException;
 import ai.djl.ndarray.NDList;
 import ai.djl.ndarray.types.Shape;
 import ai.djl.nn.Block;
+import ai.djl.nn.Parameter;
 import ai.djl.training.ParameterStore;
 import ai.djl.util.PairList;
 import io.github.djlamp.amp.policy.DefaultCastRules;
@@ -47,6 +48,7 @@ public final class AutocastStage extends ShadowBlock {
     private volatile boolean refusalAsked;
     private volatile InputPrecisions computedPrecisions;
     private volatile Shape[] checkedShapes;
+    private volatile boolean parametersMade;
 
     /**
      * Makes the stage of {@code inner}.
@@ -111,6 +113,17 @@ public final class AutocastStage extends ShadowBlock {
                     device,
                     refusal);
             return forwardFp32(casting, inputs, training, params);
+        }
+        if (!parametersMade) {
+            if (!inner.getParameters().values().stream().allMatch(Parameter::isInitialized)) {
+                // DJL makes a block's parameters at its first training forward where the block's
+                // own initialize leaves them to its children's forwards (d2l-java's encoder-
+                // decoders): nothing to check against before, so this forward runs in fp32 and
+                // makes them, and the check and 16 bits begin with the next
+                casting.deferArithmetic();
+                return forwardFp32(casting, inputs, training, params);
+            }
+            parametersMade = true;
         }
         NDList computed;
         try {

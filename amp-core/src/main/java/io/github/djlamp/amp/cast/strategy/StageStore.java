@@ -122,6 +122,12 @@ public abstract class StageStore extends ParameterStore {
             PairList<String, Object> params);
 
     /**
+     * Tells the forward that counts the model's arithmetic that it does not show what later ones
+     * run (a stage ran it in fp32 to make its parameters): the next forward counts instead.
+     */
+    public abstract void deferArithmetic();
+
+    /**
      * Records a stage's arithmetic where this forward counts it.
      *
      * @param path the stage's path
