@@ -380,6 +380,17 @@ final class ShadowTree {
      * unknown content may call them. An override on a container reaches everything inside it, so
      * all of it is checked, joins included ({@link BlockPlan#getBf16Hazard()}).
      */
+    /** "The policy P runs 'path' (class)": how a refusal of a plan begins. */
+    private static String runs(PrecisionPolicy policy, String path, Block block) {
+        return "The policy "
+                + policy
+                + " runs '"
+                + (path.isEmpty() ? "the root block" : path)
+                + "' ("
+                + block.getClass().getName()
+                + ")";
+    }
+
     /**
      * The {@code autocast} override runs code djl-amp cannot read on the arrays the engine's
      * autocast makes; in bf16 DJL's PyTorch engine terminates the JVM where such code calls softmax
@@ -391,13 +402,8 @@ final class ShadowTree {
                 && policy.getComputePrecision() == Precision.BF16
                 && !(block instanceof LowPrecisionSafe)) {
             throw new AmpException(
-                    "The policy "
-                            + policy
-                            + " runs '"
-                            + (path.isEmpty() ? "the root block" : path)
-                            + "' ("
-                            + block.getClass().getName()
-                            + ") whole under the engine's bfloat16 autocast, on code djl-amp cannot"
+                    runs(policy, path, block)
+                            + " whole under the engine's bfloat16 autocast, on code djl-amp cannot"
                             + " read: where that code calls softmax or logSoftmax on a bf16 array"
                             + " (attention does), DJL's PyTorch engine terminates the JVM ("
                             + DjlSeam.testedDjlVersions()
@@ -420,13 +426,8 @@ final class ShadowTree {
         if (marked || policy.trusts(block, path)) {
             // the word is given already: never suggest giving it again
             throw new AmpException(
-                    "The policy "
-                            + policy
-                            + " runs '"
-                            + (path.isEmpty() ? "the root block" : path)
-                            + "' ("
-                            + block.getClass().getName()
-                            + ") in bfloat16 on the word of "
+                    runs(policy, path, block)
+                            + " in bfloat16 on the word of "
                             + (marked ? "its author (LowPrecisionSafe)" : "the policy (trusted)")
                             + ", which covers the block's own code, the lambdas and joins its"
                             + " class writes included, but it reaches "
@@ -439,13 +440,8 @@ final class ShadowTree {
                             + "=fp32), or use mixed_float16, where it may run in 16 bits.");
         }
         throw new AmpException(
-                "The policy "
-                        + policy
-                        + " runs '"
-                        + (path.isEmpty() ? "the root block" : path)
-                        + "' ("
-                        + block.getClass().getName()
-                        + ") as "
+                runs(policy, path, block)
+                        + " as "
                         + category.configName()
                         + " in bfloat16, which reaches "
                         + hazard

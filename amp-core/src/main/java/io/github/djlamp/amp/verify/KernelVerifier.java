@@ -447,16 +447,7 @@ public final class KernelVerifier {
             NDList expected;
             NDList sums;
             try {
-                NDList[] passes =
-                        backend.referencePass(
-                                device,
-                                () ->
-                                        new NDList[] {
-                                            backend.valueAndGradients(
-                                                    layer, reference, cotangent, scratch),
-                                            absoluteSums(
-                                                    backend, layer, reference, cotangent, scratch)
-                                        });
+                NDList[] passes = fp32Passes(backend, device, layer, reference, cotangent, scratch);
                 expected = passes[0];
                 sums = passes[1];
             } catch (RuntimeException e) {
@@ -579,6 +570,27 @@ public final class KernelVerifier {
             names.add(parameter.getName() + " gradient");
         }
         return names;
+    }
+
+    /**
+     * The fp32 passes of a check, through the engine's reference pass ({@link
+     * AmpBackend#referencePass}): the values and gradients of {@code function} on {@code
+     * reference}, then the sums its error bound scales with ({@link #absoluteSums}).
+     */
+    static NDList[] fp32Passes(
+            AmpBackend backend,
+            Device device,
+            Function<NDList, NDArray> function,
+            NDList reference,
+            NDArray cotangent,
+            NDManager scratch) {
+        return backend.referencePass(
+                device,
+                () ->
+                        new NDList[] {
+                            backend.valueAndGradients(function, reference, cotangent, scratch),
+                            absoluteSums(backend, function, reference, cotangent, scratch)
+                        });
     }
 
     /**

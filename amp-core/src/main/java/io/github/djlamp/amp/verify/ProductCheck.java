@@ -62,22 +62,13 @@ final class ProductCheck {
             NDList sums;
             try {
                 NDList[] passes =
-                        backend.referencePass(
+                        KernelVerifier.fp32Passes(
+                                backend,
                                 device,
-                                () ->
-                                        new NDList[] {
-                                            backend.valueAndGradients(
-                                                    ProductCheck::product,
-                                                    reference,
-                                                    cotangent,
-                                                    scratch),
-                                            KernelVerifier.absoluteSums(
-                                                    backend,
-                                                    ProductCheck::product,
-                                                    reference,
-                                                    cotangent,
-                                                    scratch)
-                                        });
+                                ProductCheck::product,
+                                reference,
+                                cotangent,
+                                scratch);
                 expected = passes[0];
                 sums = passes[1];
             } catch (RuntimeException e) {

@@ -184,40 +184,6 @@ class EngineAutocastTrainingTest {
         }
     }
 
-    /**
-     * DJL's transfer-learning shape written as a block of the user's own: the loaded module and a
-     * new head, its forward handing one to the other. djl-amp reads that forward as safe on bf16
-     * arrays, and the engine's autocast runs the block whole (a 16-bit unit could not: the module
-     * holds its own fp32 weights).
-     */
-    static final class TunedModel extends AbstractBlock {
-        private final Block backbone;
-        private final Block head;
-
-        TunedModel(Block backbone) {
-            this.backbone = addChildBlock("backbone", backbone);
-            this.head = addChildBlock("head", Linear.builder().setUnits(3).build());
-        }
-
-        @Override
-        protected NDList forwardInternal(
-                ParameterStore store, NDList inputs, boolean training, PairList<String, Object> p) {
-            return head.forward(store, backbone.forward(store, inputs, training), training);
-        }
-
-        @Override
-        protected void initializeChildBlocks(
-                NDManager manager, DataType dataType, Shape... inputShapes) {
-            backbone.initialize(manager, dataType, inputShapes);
-            head.initialize(manager, dataType, backbone.getOutputShapes(inputShapes));
-        }
-
-        @Override
-        public Shape[] getOutputShapes(Shape[] inputShapes) {
-            return head.getOutputShapes(backbone.getOutputShapes(inputShapes));
-        }
-    }
-
     /** The same, ending in softmax: its code may not see a bf16 array. */
     static final class TunedSoftmaxModel extends AbstractBlock {
         private final Block backbone;
