@@ -115,6 +115,7 @@ final class Fp32FallbackWarning {
         if (first == null) {
             return "";
         }
+        boolean bf16 = plan.getPolicy().getComputePrecision() == Precision.BF16;
         if (planned.getCategory() == CastCategory.FP32
                 && planned.getPolicyCategory() == CastCategory.FP32
                 && OVERRIDE.equals(planned.getReason())) {
@@ -128,9 +129,7 @@ final class Fp32FallbackWarning {
         }
         if (planned.getStrategy() == BlockPlan.Strategy.ENGINE_AUTOCAST) {
             return "Nothing to change: where the engine can run it under its autocast ("
-                    + (plan.getPolicy().getComputePrecision() == Precision.BF16
-                            ? "a GPU, a CPU with bf16 instructions"
-                            : "a GPU")
+                    + (bf16 ? "a GPU, a CPU with bf16 instructions" : "a GPU")
                     + "), it computes in 16 bits.";
         }
         if (planned.getCategory() == CastCategory.FP32 && first instanceof LambdaBlock) {
@@ -156,7 +155,7 @@ final class Fp32FallbackWarning {
                     + " engine can run them so (a WARN says when it cannot); its autocast keeps GRU"
                     + " in fp32, as PyTorch's does. Nothing to change.";
         }
-        if (plan.getPolicy().getComputePrecision() == Precision.BF16) {
+        if (bf16) {
             // vouching for a unit that reaches a block of unknown content is refused in bf16
             String hazard =
                     DefaultCastRules.bf16HazardIn(
@@ -186,13 +185,11 @@ final class Fp32FallbackWarning {
                         : " A composite whose code calls methods of its children or makes arrays"
                                 + " of its own (a mask, a state) can run whole under the engine's"
                                 + " autocast instead, checked against fp32 at its first forward"
-                                + (plan.getPolicy().getComputePrecision() == Precision.BF16
+                                + (bf16
                                         ? " (in float16: in bfloat16 unread code may end the JVM)"
                                         : "")
                                 + ": Amp.wrap(block, \""
-                                + (plan.getPolicy().getComputePrecision() == Precision.BF16
-                                        ? "mixed_float16"
-                                        : plan.getPolicy().getName())
+                                + (bf16 ? "mixed_float16" : plan.getPolicy().getName())
                                 + "[class:"
                                 + first.getClass().getName()
                                 + "=autocast]\").";

@@ -41,7 +41,8 @@ final class FirstStepGradientCheck {
 
     private static final Logger logger = LoggerFactory.getLogger(AmpSession.class);
 
-    private boolean pending;
+    // set by the first training forward (a device's thread), read at every step's first update
+    private volatile boolean pending;
     private Trainer awaiting;
     private boolean toldNoForward;
 
@@ -75,7 +76,7 @@ final class FirstStepGradientCheck {
      * At the step's first update: throws DJL's exception when every trainable parameter's gradient
      * on the trainer's first device is zero; afterwards does nothing.
      */
-    synchronized void check(Trainer trainer, TrainableGradients trainable, TrainingLink link) {
+    void check(Trainer trainer, TrainableGradients trainable, TrainingLink link) {
         if (!toldNoForward && link.getTrainingForwardCount() == 0) {
             toldNoForward = true;
             logger.warn(

@@ -30,12 +30,18 @@ final class CheckedTree {
      */
     static Block of(Block block, AmpBackend backend) throws ReflectiveOperationException {
         Block standIn = backend.recordingForCheck(block);
-        if (standIn != block || !holdsStandIn(block, backend)) {
+        if (standIn != block) {
             return standIn;
         }
         IdentityHashMap<Block, Block> replaced = new IdentityHashMap<>();
         for (Pair<String, Block> child : block.getChildren()) {
-            replaced.put(child.getValue(), of(child.getValue(), backend));
+            Block copy = of(child.getValue(), backend);
+            if (copy != child.getValue()) {
+                replaced.put(child.getValue(), copy);
+            }
+        }
+        if (replaced.isEmpty()) {
+            return block;
         }
         return BlockCopies.copy(
                 block,
@@ -44,13 +50,15 @@ final class CheckedTree {
                     if (value instanceof BlockList) {
                         BlockList children = new BlockList(((BlockList) value).size());
                         for (Pair<String, Block> child : (BlockList) value) {
-                            Block copy = replaced.get(child.getValue());
-                            children.add(child.getKey(), copy != null ? copy : child.getValue());
+                            children.add(
+                                    child.getKey(),
+                                    replaced.getOrDefault(child.getValue(), child.getValue()));
                         }
                         return children;
                     }
-                    Block copy = value instanceof Block ? replaced.get(value) : null;
-                    return copy != null ? copy : value;
+                    return value instanceof Block
+                            ? replaced.getOrDefault(value, (Block) value)
+                            : value;
                 });
     }
 
@@ -70,15 +78,5 @@ final class CheckedTree {
             own.addAll(ownParameters(child.getValue(), backend));
         }
         return own;
-    }
-
-    private static boolean holdsStandIn(Block block, AmpBackend backend) {
-        for (Pair<String, Block> child : block.getChildren()) {
-            Block value = child.getValue();
-            if (backend.recordingForCheck(value) != value || holdsStandIn(value, backend)) {
-                return true;
-            }
-        }
-        return false;
     }
 }
